@@ -1,0 +1,33 @@
+# stateward — the two commands of the README, and the checks.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo serve test lint check bench
+
+$(BIN)/stateward: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(BIN)/stateward
+
+setup: $(BIN)/stateward
+
+# Start the server on SQLite (./stateward.db) with the example workflows and a ready token.
+demo: setup
+	$(BIN)/stateward serve --demo
+
+# Run the whole test suite (PostgreSQL/Redis tests run when STATEWARD_TEST_POSTGRES_URL /
+# STATEWARD_TEST_REDIS_URL are set, as .ci/run does; they skip with a reason otherwise).
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy stateward
+
+check: lint test
+
+bench: setup
+	$(BIN)/python bench/engine.py --quick

@@ -1,0 +1,60 @@
+"""One settings object, read from the environment (STATEWARD_*) and CLI flags."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./stateward.db"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable about a stateward node. Build with `from_env`."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    bus_url: str = "memory://"
+    mode: str = "development"
+    node_key_file: str | None = None
+    scan_interval: float = 5.0
+    stale_after: float = 30 * 24 * 3600.0
+    hook_timeout_ms: int = 1000
+    public_rate_limit: int = 60
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 1024 * 1024
+    host: str = "127.0.0.1"
+    port: int = 8000
+    debug: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def production(self) -> bool:
+        """True in production mode (introspection and GraphiQL off, errors masked)."""
+        return self.mode == "production"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from STATEWARD_* variables; non-None keyword overrides win (CLI flags)."""
+        e = os.environ if env is None else env
+        s = cls(
+            database_url=e.get("STATEWARD_DATABASE_URL", DEFAULT_DATABASE_URL),
+            bus_url=e.get("STATEWARD_BUS_URL", "memory://"),
+            mode=e.get("STATEWARD_MODE", "development"),
+            node_key_file=e.get("STATEWARD_NODE_KEY_FILE") or None,
+            scan_interval=float(e.get("STATEWARD_SCAN_INTERVAL", "5")),
+            stale_after=float(e.get("STATEWARD_STALE_AFTER", str(30 * 24 * 3600))),
+            hook_timeout_ms=int(e.get("STATEWARD_HOOK_TIMEOUT_MS", "1000")),
+            public_rate_limit=int(e.get("STATEWARD_PUBLIC_RATE_LIMIT", "60")),
+            allowed_origins=tuple(
+                o.strip() for o in e.get("STATEWARD_ALLOWED_ORIGINS", "").split(",") if o.strip()
+            ),
+            max_body_bytes=int(e.get("STATEWARD_MAX_BODY_BYTES", str(1024 * 1024))),
+            debug=e.get("STATEWARD_DEBUG", "") in ("1", "true", "yes"),
+        )
+        return s.with_overrides(**overrides)
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with every non-None override applied."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
