@@ -1,0 +1,99 @@
+"""The Starlette app factory: `create_app(settings) -> Starlette`.
+
+Nothing connects at import time: services start in the app's lifespan and stop when it
+ends. Routes: `/graphql` (HTTP `Route` + `WebSocketRoute` on the same Strawberry view; a
+`Mount` would break the websocket), `/healthz`, `/readyz`, and in development the vendored
+GraphiQL assets under `/static/graphiql`. Every request passes the body-size limit first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from strawberry.schema import BaseSchema
+
+from stateward.http.body_limit import BodyLimitMiddleware
+from stateward.http.graphiql import STATIC_DIR, STATIC_PATH, offline_graphiql_html
+from stateward.http.graphql_view import DEFAULT_MAX_SUBSCRIPTIONS, StatewardGraphQL
+from stateward.http.health import healthz, readyz
+from stateward.settings import Settings
+
+# Where the default schema and services come from when the caller passes none.
+SCHEMA_FACTORY = "stateward.schema.root:create_schema"
+SERVICES_FACTORY = "stateward.runtime.container:create_services"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    schema: BaseSchema | None = None,
+    services: Any = None,
+    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+) -> Starlette:
+    """Build the ASGI app for `settings`.
+
+    `schema` defaults to `stateward.schema.root.create_schema(settings)` and `services` to
+    `stateward.runtime.container.create_services(settings)`. `services` may offer
+    `authenticate(token)`, `ready()`, `start()`, `stop()` and `create_loaders(ctx)`
+    (see `stateward.http.context`); whatever it lacks is simply not used.
+    """
+    if schema is None:
+        schema = _load(SCHEMA_FACTORY)(settings)
+    if services is None:
+        services = _load(SERVICES_FACTORY)(settings)
+    view = StatewardGraphQL(
+        schema, settings=settings, services=services, max_subscriptions=max_subscriptions
+    )
+    routes: list[BaseRoute] = [
+        Route("/graphql", view, name="graphql"),
+        WebSocketRoute("/graphql", view, name="graphql-ws"),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    if view.graphql_ide:
+        offline_graphiql_html()  # fail at startup, not on first page view, if assets are stale
+        routes.append(Mount(STATIC_PATH, app=StaticFiles(directory=STATIC_DIR), name="graphiql"))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        start = getattr(services, "start", None)
+        if start is not None:
+            await start()
+        app.state.lifecycle = "ready"
+        try:
+            yield
+        finally:
+            app.state.lifecycle = "stopping"
+            stop = getattr(services, "stop", None)
+            if stop is not None:
+                await stop()
+
+    app = Starlette(
+        debug=settings.debug,
+        routes=routes,
+        middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)],
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.services = services
+    app.state.schema = schema
+    app.state.lifecycle = "starting"
+    return app
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise RuntimeError(
+            f"create_app needs {target} (or pass schema=/services= explicitly): {exc}"
+        ) from exc
+    return getattr(module, attr)

@@ -1,0 +1,83 @@
+"""Who may act (DESIGN §5 step 3): audiences, role lists and claimed assignments.
+
+Split in two so `advance` can tell "you may not act here at all" (FORBIDDEN) from "this
+action is not yours, try the next one" (skipped):
+- `check_state_access`: rules of the current state (audience, claimed assignment);
+- `holds_role`: the action's role list against the actor.
+The `system` actor is the engine itself: it passes every rule (timers fire role-restricted
+actions, hooks drive `system` states).
+"""
+
+from __future__ import annotations
+
+from stateward.domain.errors import FORBIDDEN, DomainError
+from stateward.domain.model import SYSTEM_ACTOR, ActionDef, Actor, StateDef
+
+ANY_ROLE = "*"
+PUBLIC_ROLE = "public"
+ADMIN_ROLE = "admin"
+
+
+def check_state_access(state: StateDef, actor: Actor, claimed_by: str | None) -> None:
+    """Raise FORBIDDEN unless `actor` may act at all while the process is in `state`.
+
+    Only the system acts in `system` states; visitors act only in `public` states; when the
+    state's assignment is claimed, only its assignee or an `admin` acts.
+    """
+    if actor.id == SYSTEM_ACTOR:
+        return
+    audience = state.audience
+    if audience == "system":
+        raise DomainError(
+            FORBIDDEN,
+            f"state {state.key!r} is a system state: only the system actor acts in it",
+        )
+    if actor.is_visitor:
+        if audience != "public":
+            raise DomainError(
+                FORBIDDEN, f"visitors may not act in state {state.key!r} (audience {audience})"
+            )
+        return
+    if claimed_by is not None and claimed_by != actor.id and not has_role(actor, ADMIN_ROLE):
+        raise DomainError(
+            FORBIDDEN,
+            f"the assignment of state {state.key!r} is claimed by another actor",
+            details={"claimedBy": claimed_by},
+        )
+
+
+def holds_role(action: ActionDef, actor: Actor) -> bool:
+    """True when `actor` matches the action's role list (case-insensitive, `*`/empty = any).
+
+    A visitor only matches an action open to anyone or listing `public`.
+    """
+    roles = action.roles
+    if actor.id == SYSTEM_ACTOR:
+        return True
+    if actor.is_visitor:
+        return not roles or ANY_ROLE in roles or PUBLIC_ROLE in roles
+    if not roles or ANY_ROLE in roles:
+        return True
+    held = actor.roles
+    if not held.isdisjoint(roles):
+        return True
+    wanted = {r.lower() for r in roles}
+    return any(r.lower() in wanted for r in held)
+
+
+def check_role(action: ActionDef, actor: Actor) -> None:
+    """Raise FORBIDDEN when `actor` does not hold one of the action's roles."""
+    if not holds_role(action, actor):
+        wanted = ",".join(action.roles) or ANY_ROLE
+        raise DomainError(
+            FORBIDDEN,
+            f"action {action.key!r} needs one of the roles {wanted!r}",
+            details={"roles": list(action.roles)},
+        )
+
+
+def has_role(actor: Actor, role: str) -> bool:
+    """True when the actor holds `role` (case-insensitive)."""
+    if role in actor.roles:
+        return True
+    return any(r.lower() == role for r in actor.roles)

@@ -1,0 +1,244 @@
+"""Canonical JSON (RFC 8785 / JCS), strict JSON parsing and sha256 — pure functions.
+
+Everything that is hashed or signed goes through `canonical_bytes`: a definition's version
+hash, an event envelope's identity and the bytes an Ed25519 signature covers. RFC 8785
+cannot represent NaN, ±Infinity, integers outside the IEEE-754 safe range or non-string
+keys, so those are rejected here with a pointer to the offending value instead of being
+silently rounded or coerced. `loads_strict` is the matching parser: it refuses what JSON
+or JCS cannot carry faithfully (NaN/Infinity literals, numbers that overflow a double,
+unsafe integers) and duplicate object keys — before any signature is ever checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import rfc8785
+
+from stateward.domain.errors import DUPLICATE_KEY, INVALID_INPUT, INVALID_JSON, DomainError
+
+#: Largest integer magnitude accepted: Number.MAX_SAFE_INTEGER (2^53 - 1), as in `rfc8785`.
+MAX_SAFE_INTEGER = 2**53 - 1
+#: Longest integer literal parsed (the largest double, ~1.8e308, has 309 digits).
+_MAX_INT_DIGITS = 309
+
+
+def escape_pointer_token(token: str | int) -> str:
+    """One RFC 6901 reference token: `~` -> `~0`, `/` -> `~1`."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _child(pointer: str, token: str | int) -> str:
+    return f"{pointer}/{escape_pointer_token(token)}"
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_canonicalizable(value: Any, pointer: str = "") -> None:
+    """Raise `DomainError(INVALID_INPUT)` at the first value RFC 8785 cannot represent.
+
+    Accepted: None, bool, str (valid Unicode), int within ±(2^53 - 1), finite float,
+    list/tuple, dict with str keys. `bool` is checked before `int` (it is not a number).
+    """
+    stack: list[tuple[Any, str]] = [(value, pointer)]
+    while stack:
+        item, where = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                raise DomainError(
+                    INVALID_INPUT,
+                    f"integer at {where or '/'} is outside ±(2^53 - 1) and cannot be "
+                    "represented in canonical JSON",
+                    pointer=where,
+                )
+        elif isinstance(item, float):
+            if math.isnan(item) or math.isinf(item):
+                raise DomainError(
+                    INVALID_INPUT,
+                    f"{item!r} at {where or '/'} is not representable in canonical JSON",
+                    pointer=where,
+                )
+        elif isinstance(item, str):
+            if _has_lone_surrogate(item):
+                raise DomainError(
+                    INVALID_INPUT, f"string at {where or '/'} is not valid Unicode", pointer=where
+                )
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, _child(where, i)) for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, dict):
+            children = []
+            for key, v in item.items():
+                if not isinstance(key, str):
+                    raise DomainError(
+                        INVALID_INPUT,
+                        f"object key {key!r} at {where or '/'} is not a string",
+                        pointer=where,
+                    )
+                if _has_lone_surrogate(key):
+                    raise DomainError(
+                        INVALID_INPUT,
+                        f"object key at {where or '/'} is not valid Unicode",
+                        pointer=where,
+                    )
+                children.append((v, _child(where, key)))
+            stack.extend(reversed(children))
+        else:
+            raise DomainError(
+                INVALID_INPUT,
+                f"value of type {type(item).__name__} at {where or '/'} is not JSON",
+                pointer=where,
+            )
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The RFC 8785 (JCS) bytes of a JSON value: what is hashed and what is signed.
+
+    Rejects NaN, ±Infinity, integers beyond ±(2^53 - 1), non-string keys, lone
+    surrogates and non-JSON types with `DomainError(INVALID_INPUT)` and a JSON pointer.
+    """
+    check_canonicalizable(value)
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - prevented above
+        raise DomainError(INVALID_INPUT, f"cannot canonicalize: {exc}") from exc
+    except RecursionError as exc:
+        raise DomainError(INVALID_INPUT, "value is nested too deeply to canonicalize") from exc
+
+
+def sha256_hex(data: bytes) -> str:
+    """Lower-case hex sha256 of `data` (version hashes, envelope identities, chain hashes)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_hash(value: Any) -> str:
+    """sha256 hex of the canonical bytes of `value` (e.g. a definition's version hash)."""
+    return sha256_hex(canonical_bytes(value))
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class _DupDict(dict[str, Any]):
+    """A parsed object that had a duplicate key (remembered until the pointer is found)."""
+
+    duplicate: str = ""
+
+
+class _ParseState:
+    def __init__(self) -> None:
+        self.found_duplicate = False
+
+    def pairs(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                self.found_duplicate = True
+                dup = _DupDict(pairs)
+                dup.duplicate = key
+                return dup
+            out[key] = value
+        return out
+
+
+def _parse_int(literal: str) -> int | float:
+    """Safe integers stay `int`; beyond ±(2^53 - 1) a literal must denote its double faithfully.
+
+    Faithful means: the double holds the literal's value exactly (2^60), or the literal is
+    that double's canonical spelling (RFC 8785 writes 5.932424313375719e16 as
+    `59324243133757190`). Such literals read back as float, so canonical bytes always
+    re-parse. A literal a double would silently change (9007199254740993) is refused.
+    """
+    if len(literal.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _NumberError(f"integer {literal[:40]}… is too large for a 64-bit float")
+    value = int(literal)
+    if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return value
+    try:
+        as_float = float(value)
+    except OverflowError as exc:
+        raise _NumberError(f"integer {literal[:40]}… overflows a 64-bit float") from exc
+    if int(as_float) != value and rfc8785.dumps(as_float) != str(value).encode():
+        raise _NumberError(
+            f"integer {literal} is outside ±(2^53 - 1) and a 64-bit float would change it"
+        )
+    return as_float
+
+
+def _parse_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise _NumberError(f"number {literal[:40]} overflows a 64-bit float")
+    return value
+
+
+def _parse_constant(literal: str) -> Any:
+    raise _NumberError(f"{literal} is not JSON")
+
+
+class _NumberError(ValueError):
+    pass
+
+
+def _find_duplicate(value: Any, pointer: str = "") -> str | None:
+    """RFC 6901 pointer of the first duplicated key, in document order."""
+    if isinstance(value, _DupDict):
+        return _child(pointer, value.duplicate)
+    if isinstance(value, dict):
+        for key, v in value.items():
+            found = _find_duplicate(v, _child(pointer, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _find_duplicate(v, _child(pointer, i))
+            if found is not None:
+                return found
+    return None
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON text strictly, so that what comes out can be canonicalized as it came in.
+
+    Raises `DomainError(INVALID_JSON)` on malformed text, non-UTF-8 bytes, NaN/Infinity
+    literals, numbers that overflow a double and integer literals beyond ±(2^53 - 1) that a
+    double would round (exact ones, as canonical JSON writes large floats, become float), and
+    `DomainError(DUPLICATE_KEY)` with a pointer to the repeated key. Used before any
+    signature check and before definition validation.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DomainError(INVALID_JSON, f"not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    state = _ParseState()
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=state.pairs,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
+    except _NumberError as exc:
+        raise DomainError(INVALID_JSON, str(exc)) from exc
+    except json.JSONDecodeError as exc:
+        raise DomainError(
+            INVALID_JSON, f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise DomainError(INVALID_JSON, f"invalid JSON: {exc}") from exc
+    if state.found_duplicate:
+        where = _find_duplicate(value) or ""
+        raise DomainError(DUPLICATE_KEY, f"duplicate object key at {where}", pointer=where)
+    return value

@@ -1,0 +1,96 @@
+"""Domain event names (DESIGN §9) and the field names of their bus payload.
+
+The engine returns `model.DomainEvent`s typed with these constants; the runtime turns
+each into an outbox row whose payload carries the `PAYLOAD_FIELDS` below and never the
+instance data (a bus message must stay small).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+WORKFLOW_STARTED: Final = "workflow.started"
+WORKFLOW_ADVANCED: Final = "workflow.advanced"  # the state changed
+WORKFLOW_UPDATED: Final = "workflow.updated"  # a self-effect: data changed, state did not
+WORKFLOW_COMPLETED: Final = "workflow.completed"
+WORKFLOW_CANCELLED: Final = "workflow.cancelled"
+WORKFLOW_ASSIGNED: Final = "workflow.assigned"
+WORKFLOW_CLAIMED: Final = "workflow.claimed"
+WORKFLOW_UNCLAIMED: Final = "workflow.unclaimed"
+ASSIGNMENT_COMPLETED: Final = "workflow.assignment.completed"
+ASSIGNMENT_CANCELLED: Final = "workflow.assignment.cancelled"
+SLA_WARNING: Final = "workflow.sla.warning"
+SLA_BREACHED: Final = "workflow.sla.breached"
+WORKFLOW_ERROR: Final = "workflow.error"
+WORKFLOW_STALE: Final = "workflow.stale"
+WORKFLOW_DEPLOYED: Final = "workflow.deployed"
+ROLE_GRANTED: Final = "registry.role.granted"
+ROLE_REVOKED: Final = "registry.role.revoked"
+
+#: Every event type a subscriber may filter on, in the order of DESIGN §9.
+ALL_TYPES: Final = (
+    WORKFLOW_STARTED,
+    WORKFLOW_ADVANCED,
+    WORKFLOW_UPDATED,
+    WORKFLOW_COMPLETED,
+    WORKFLOW_CANCELLED,
+    WORKFLOW_ASSIGNED,
+    WORKFLOW_CLAIMED,
+    WORKFLOW_UNCLAIMED,
+    ASSIGNMENT_COMPLETED,
+    ASSIGNMENT_CANCELLED,
+    SLA_WARNING,
+    SLA_BREACHED,
+    WORKFLOW_ERROR,
+    WORKFLOW_STALE,
+    WORKFLOW_DEPLOYED,
+    ROLE_GRANTED,
+    ROLE_REVOKED,
+)
+
+# Bus payload fields (DESIGN §9). `id` is the outbox cursor; `details` is a small object.
+F_ID: Final = "id"
+F_TYPE: Final = "type"
+F_AT: Final = "at"
+F_NAMESPACE: Final = "namespace"
+F_WORKFLOW: Final = "workflow"
+F_VERSION: Final = "version"
+F_INSTANCE_ID: Final = "instanceId"
+F_ACTOR: Final = "actor"
+F_ACTION: Final = "action"
+F_FROM_STATE: Final = "fromState"
+F_TO_STATE: Final = "toState"
+F_ASSIGNMENT_ID: Final = "assignmentId"
+F_TEAM: Final = "team"
+F_DETAILS: Final = "details"
+
+PAYLOAD_FIELDS: Final = (
+    F_ID,
+    F_TYPE,
+    F_AT,
+    F_NAMESPACE,
+    F_WORKFLOW,
+    F_VERSION,
+    F_INSTANCE_ID,
+    F_ACTOR,
+    F_ACTION,
+    F_FROM_STATE,
+    F_TO_STATE,
+    F_ASSIGNMENT_ID,
+    F_TEAM,
+    F_DETAILS,
+)
+
+# Keys the engine puts in `DomainEvent.details` (small values only, never instance data).
+D_REASON: Final = "reason"  # workflow.cancelled / workflow.error
+D_CHILDREN: Final = "children"  # workflow.advanced/updated: ids of spawned children
+D_HOOK: Final = "hook"  # workflow.error raised by a hook
+D_ASSIGNMENT: Final = "assignment"  # claim/unclaim/assignment events: the assignment id
+D_PATH: Final = "path"  # workflow.deployed: the deployed `$path`
+D_ROLES: Final = "roles"  # registry.role.*: the roles granted or revoked
+D_MEMBER: Final = "member"  # registry.role.*: the actor whose roles changed
+
+
+def is_known(event_type: str) -> bool:
+    """True when `event_type` is one of the §9 names (subscription filters validate with it)."""
+    return event_type in ALL_TYPES

@@ -1,0 +1,209 @@
+"""Registry data: what the governance actions of the bootstrap workflow record (DESIGN §6).
+
+A registry process's data is the materialized state of its namespace, rebuilt exactly by
+replaying its events:
+`{"state", "workflows": {path: {version, hash, removed?}}, "modules": {name: {version,
+hash}}, "members": {actor: [roles]}, "webhook": {url, secret?}, "keys": {rotated: {old:
+new}, revoked: [key]}}`. The engine calls `check_input` (step 4), `reduce` (after the
+mutation) and `domain_events` for every action of a bootstrap definition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from stateward.domain import events as ev
+from stateward.domain.canonical import canonical_hash, sha256_hex
+from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError, Problem
+from stateward.domain.model import Actor, DomainEvent
+from stateward.domain.paths import SEGMENT, is_canonical_path, split_path
+
+WORKFLOW_ACTIONS = ("add_workflow", "update_workflow", "remove_workflow")
+MODULE_ACTIONS = ("add_module", "update_module")
+ROLE_ACTIONS = ("grant_role", "revoke_role")
+KEY_ACTIONS = ("rotate_key", "revoke_key")
+GOVERNANCE_ACTIONS = (*WORKFLOW_ACTIONS, *MODULE_ACTIONS, *ROLE_ACTIONS, "set_webhook")
+ROLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+TARGET_MISMATCH = "TARGET_MISMATCH"
+
+
+def check_input(namespace: str, action: str, input: Mapping[str, Any]) -> None:
+    """Raise INVALID_INPUT (with every problem) when `input` does not fit `action`."""
+    problems = validate_governance_input(action, input, namespace=namespace)
+    if problems:
+        first = problems[0]
+        raise DomainError(
+            INVALID_INPUT,
+            f"invalid {action} input: {first.pointer or '/'}: {first.message}",
+            pointer=first.pointer,
+            problems=problems,
+        )
+
+
+def validate_governance_input(
+    action: str, input: Mapping[str, Any], *, namespace: str
+) -> list[Problem]:
+    """Problems (code INVALID_INPUT, or TARGET_MISMATCH for a path outside `namespace`)
+    of a governance action's input; [] when it is well formed."""
+    out: list[Problem] = []
+
+    def bad(pointer: str, message: str, code: str = INVALID_INPUT) -> None:
+        out.append(Problem(code, message, pointer))
+
+    def text(key: str, *, optional: bool = False) -> str | None:
+        value = input.get(key)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            bad(f"/{key}", f"`{key}` must be a non-empty string")
+            return None
+        return value
+
+    if action in ("add_workflow", "update_workflow"):
+        definition = input.get("definition")
+        if not isinstance(definition, Mapping):
+            bad("/definition", "`definition` must be a workflow definition object")
+        else:
+            path = definition.get("$path")
+            if not is_canonical_path(path):
+                bad("/definition/$path", "`$path` must be a canonical workflow path")
+            elif split_path(str(path))[0] != namespace:
+                bad("/definition/$path", f"`$path` is not in namespace {namespace!r}",
+                    TARGET_MISMATCH)  # fmt: skip
+            target = text("target", optional=True)
+            if target is not None and target != path:
+                bad("/target", "the deployment target differs from `$path`", TARGET_MISMATCH)
+    elif action == "remove_workflow":
+        path = text("path")
+        if path is not None and split_path(path)[0] != namespace:
+            bad("/path", f"`path` is not in namespace {namespace!r}", TARGET_MISMATCH)
+    elif action in MODULE_ACTIONS:
+        name = text("name")
+        if name is not None and not SEGMENT.fullmatch(name):
+            bad("/name", "module names are lower-case segments `[a-z0-9][a-z0-9_-]*`")
+        text("source")
+    elif action in ROLE_ACTIONS:
+        text("actor")
+        if not _roles(input):
+            bad("/roles", "`roles` must be a non-empty list of role names (or give `role`)")
+    elif action == "set_webhook":
+        url = input.get("url")
+        if url is not None and not (isinstance(url, str) and re.match(r"https?://", url)):
+            bad("/url", "`url` must be an http(s) URL, or null to remove the webhook")
+        text("secret", optional=True)
+    elif action == "rotate_key":
+        text("new_key")
+    elif action == "revoke_key":
+        text("key")
+    return out
+
+
+def _roles(input: Mapping[str, Any]) -> list[str]:
+    """The lower-cased role names of a grant/revoke (`roles` list or `role` comma list)."""
+    raw = input.get("roles", input.get("role"))
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list) or not raw:
+        return []
+    names = [r.strip() for r in raw if isinstance(r, str)]
+    if len(names) != len(raw) or not all(ROLE_NAME.fullmatch(n) or n == "*" for n in names):
+        return []
+    return sorted({n.lower() for n in names})
+
+
+def reduce(
+    namespace: str,
+    action: str,
+    data: dict[str, Any],
+    input: Mapping[str, Any],
+    actor: Actor,
+    ts: str,
+) -> dict[str, Any]:
+    """Record `action` in the registry data (`data` is the engine's new, owned dict; nested
+    objects are copied before they change). Add of an existing path/module: CONFLICT;
+    update/remove of a missing one: NOT_FOUND."""
+    del namespace, ts
+    if action in WORKFLOW_ACTIONS:
+        workflows = dict(data.get("workflows") or {})
+        path = input["path"] if action == "remove_workflow" else input["definition"]["$path"]
+        current = workflows.get(path)
+        live = current is not None and not current.get("removed")
+        if action == "add_workflow" and live:
+            raise DomainError(CONFLICT, f"workflow {path} already exists; use update_workflow")
+        if action != "add_workflow" and not live:
+            raise DomainError(NOT_FOUND, f"workflow {path} does not exist")
+        version = int(current["version"]) if current else 0
+        if action == "remove_workflow":
+            assert current is not None
+            workflows[path] = {**current, "removed": True}
+        else:
+            digest = canonical_hash(input["definition"])
+            workflows[path] = {"version": version + 1, "hash": digest}
+        data["workflows"] = workflows
+    elif action in MODULE_ACTIONS:
+        modules = dict(data.get("modules") or {})
+        name = input["name"]
+        if action == "add_module" and name in modules:
+            raise DomainError(CONFLICT, f"module {name} already exists; use update_module")
+        if action == "update_module" and name not in modules:
+            raise DomainError(NOT_FOUND, f"module {name} does not exist")
+        version = int(modules[name]["version"]) + 1 if name in modules else 1
+        modules[name] = {"version": version, "hash": sha256_hex(input["source"].encode())}
+        data["modules"] = modules
+    elif action in ROLE_ACTIONS:
+        members = dict(data.get("members") or {})
+        member, roles = input["actor"], set(_roles(input))
+        held = set(members.get(member) or ())
+        held = held | roles if action == "grant_role" else held - roles
+        _set_member(members, member, held)
+        data["members"] = members
+    elif action == "set_webhook":
+        if input.get("url") is None:
+            data.pop("webhook", None)
+        else:
+            hook = {"url": input["url"]}
+            if input.get("secret"):
+                hook["secret"] = input["secret"]
+            data["webhook"] = hook
+    elif action in KEY_ACTIONS:
+        _reduce_keys(action, data, input, actor)
+    return data
+
+
+def _set_member(members: dict[str, Any], member: str, roles: set[str]) -> None:
+    """Store a member's roles sorted, dropping members left without any."""
+    if roles:
+        members[member] = sorted(roles)
+    else:
+        members.pop(member, None)
+
+
+def _reduce_keys(action: str, data: dict[str, Any], input: Mapping[str, Any], actor: Actor) -> None:
+    """rotate_key moves the signer's grants to `new_key`; revoke_key drops a key's grants."""
+    keys = dict(data.get("keys") or {})
+    members = dict(data.get("members") or {})
+    if action == "rotate_key":
+        old, new = actor.id, input["new_key"]
+        _set_member(members, new, set(members.get(new) or ()) | set(members.get(old) or ()))
+        members.pop(old, None)
+        keys["rotated"] = {**(keys.get("rotated") or {}), old: new}
+    else:
+        key = input["key"]
+        members.pop(key, None)
+        keys["revoked"] = sorted({*(keys.get("revoked") or ()), key})
+    data["keys"] = keys
+    data["members"] = members
+
+
+def domain_events(action: str, input: Mapping[str, Any]) -> tuple[DomainEvent, ...]:
+    """Bus events of a governance action: `workflow.deployed`, `registry.role.*`."""
+    if action in ("add_workflow", "update_workflow"):
+        path = input["definition"]["$path"]
+        return (DomainEvent(ev.WORKFLOW_DEPLOYED, details={ev.D_PATH: path}),)
+    if action in ROLE_ACTIONS:
+        kind = ev.ROLE_GRANTED if action == "grant_role" else ev.ROLE_REVOKED
+        details = {ev.D_MEMBER: input["actor"], ev.D_ROLES: _roles(input)}
+        return (DomainEvent(kind, details=details),)
+    return ()

@@ -1,0 +1,180 @@
+"""The `states` map of a definition (DESIGN §2.1): validate each state, build `StateDef`s.
+
+Every state is checked field by field (wrong type or enum value: INVALID_FIELD; unknown
+key: INVALID_FIELD), its form template by `forms.parse_form`, its hook for shape and (when a
+module lookup is given) existence, its `mode` for consistency and its branch rules by
+`branching.parse_rules`. A best-effort `StateDef` is built even for a state with problems so
+the graph checks can still run; the definition itself is only built when nothing is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stateward.domain import errors
+from stateward.domain.branching import parse_rules
+from stateward.domain.errors import Problem
+from stateward.domain.forms import parse_form
+from stateward.domain.model import AUDIENCES, MODES, StateDef
+from stateward.domain.mutations import pointer_join
+from stateward.domain.paths import resolve_hook
+
+STATE_KEYS = (
+    "label",
+    "terminal",
+    "description",
+    "audience",
+    "form",
+    "assign",
+    "sla_seconds",
+    "hook",
+    "mode",
+    "surface",
+    "visible",
+    "branch_rules",
+)
+_TEXT_FIELDS = ("label", "description", "assign", "surface")
+
+
+@dataclass(frozen=True)
+class StateContext:
+    """What state validation needs: the namespace (for hooks) and an optional module lookup."""
+
+    namespace: str
+    #: Tells whether a hook module (`ns/path/module`) exists; None: do not check.
+    modules: Callable[[str], bool] | None
+
+
+def parse_states(
+    raw: dict[str, Any], pointer: str, ctx: StateContext
+) -> tuple[dict[str, StateDef], list[Problem]]:
+    """Validate every entry of the `states` object; return StateDefs (map order) and problems."""
+    keys = list(raw)
+    states: dict[str, StateDef] = {}
+    found: list[Problem] = []
+    for ordinal, key in enumerate(keys):
+        at = pointer_join(pointer, key)
+        if not key:
+            found.append(Problem(errors.INVALID_FIELD, "a state key must not be empty", at))
+        states[key] = _parse_state(key, ordinal, raw[key], at, keys, ctx, found)
+    return states, found
+
+
+def _parse_state(
+    key: str,
+    ordinal: int,
+    entry: Any,
+    at: str,
+    keys: list[str],
+    ctx: StateContext,
+    found: list[Problem],
+) -> StateDef:
+    if not isinstance(entry, dict):
+        found.append(Problem(errors.INVALID_FIELD, f"state {key!r} must be an object", at))
+        return StateDef(key=key, ordinal=ordinal)
+
+    def invalid(field: str, message: str) -> None:
+        found.append(Problem(errors.INVALID_FIELD, message, pointer_join(at, field)))
+
+    for field in entry:
+        if field not in STATE_KEYS:
+            invalid(field, f"unknown state field {field!r} (allowed: {', '.join(STATE_KEYS)})")
+    for field in _TEXT_FIELDS:
+        if field in entry and (not isinstance(entry[field], str) or not entry[field].strip()):
+            invalid(field, f"state {field!r} must be a non-empty string")
+    text = {f: entry[f] for f in _TEXT_FIELDS if isinstance(entry.get(f), str) and entry[f]}
+    terminal = entry.get("terminal", False)
+    if not isinstance(terminal, bool):
+        invalid("terminal", "'terminal' must be true or false")
+        terminal = False
+    audience = entry.get("audience", "team")
+    if audience not in AUDIENCES:
+        invalid("audience", f"'audience' must be one of {', '.join(AUDIENCES)}")
+        audience = "team"
+    mode = entry.get("mode")
+    if mode is not None and mode not in MODES:
+        invalid("mode", f"'mode' must be one of {', '.join(MODES)}")
+        mode = None
+    sla = entry.get("sla_seconds")
+    if sla is not None and (isinstance(sla, bool) or not isinstance(sla, int | float) or sla <= 0):
+        invalid("sla_seconds", "'sla_seconds' must be a number of seconds > 0")
+        sla = None
+    visible = entry.get("visible", [])
+    if not isinstance(visible, list) or not all(isinstance(v, str) and v for v in visible):
+        invalid("visible", "'visible' must be an array of data keys (non-empty strings)")
+        visible = []
+    form = None
+    if "form" in entry:
+        form, form_problems = parse_form(entry["form"], pointer_join(at, "form"))
+        found.extend(form_problems)
+    hook = _check_hook(entry.get("hook"), pointer_join(at, "hook"), ctx, found)
+    rules: tuple[Any, ...] = ()
+    if "branch_rules" in entry:
+        rules, rule_problems = parse_rules(
+            entry["branch_rules"], pointer_join(at, "branch_rules"), keys
+        )
+        found.extend(rule_problems)
+    state = StateDef(
+        key=key,
+        ordinal=ordinal,
+        label=text.get("label"),
+        terminal=terminal,
+        description=text.get("description"),
+        audience=audience,
+        form=form,
+        assign=text.get("assign"),
+        sla_seconds=float(sla) if sla is not None else None,
+        hook=hook,
+        mode=mode,
+        surface=text.get("surface"),
+        visible=tuple(visible),
+        branch_rules=rules,
+    )
+    found.extend(mode_problems(state, pointer_join(at, "mode")))
+    return state
+
+
+def _check_hook(hook: Any, at: str, ctx: StateContext, found: list[Problem]) -> str | None:
+    if hook is None:
+        return None
+    if not isinstance(hook, str):
+        found.append(Problem(errors.INVALID_FIELD, "'hook' must be a string 'module:function'", at))
+        return None
+    resolved = resolve_hook(hook, ctx.namespace)
+    if resolved is None:
+        found.append(
+            Problem(
+                errors.UNRESOLVED_HOOK,
+                f"hook {hook!r} is not 'module:function' or 'ns/path/module:function'",
+                at,
+            )
+        )
+    elif ctx.modules is not None and not ctx.modules(resolved[0]):
+        found.append(
+            Problem(errors.UNRESOLVED_HOOK, f"hook module {resolved[0]!r} is not deployed", at)
+        )
+    return hook
+
+
+def mode_problems(state: StateDef, at: str) -> list[Problem]:
+    """INCONSISTENT_MODE problems of a state's `mode`.
+
+    `form` needs a form template, `review` an `assign` team, `delegated` a `surface`,
+    `automated` a `hook` and audience `system`.
+    """
+    needs = {
+        "form": [(state.form is not None, "a 'form' template")],
+        "review": [(state.assign is not None, "an 'assign' team")],
+        "delegated": [(state.surface is not None, "a 'surface' package")],
+        "automated": [
+            (state.hook is not None, "a 'hook'"),
+            (state.audience == "system", "audience 'system'"),
+        ],
+    }.get(state.mode or "", [])
+    return [
+        Problem(errors.INCONSISTENT_MODE, f"mode {state.mode!r} needs {what}", at)
+        for ok, what in needs
+        if not ok
+    ]

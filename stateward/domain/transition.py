@@ -1,0 +1,263 @@
+"""Business paths of the engine (DESIGN §5): `start`, `perform` and `advance`.
+
+Import them from `engine.py`, the engine's one public module. Nothing here reads a clock,
+draws randomness or mutates its inputs: the same event on the same snapshot always yields
+the same outcome, which is what `stateward verify` relies on when it replays a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stateward.domain import events as ev
+from stateward.domain import registry
+from stateward.domain.access import check_role, check_state_access, holds_role
+from stateward.domain.effects import (
+    collect_children,
+    entry_effects,
+    schedule_effects,
+    spawn_effects,
+    transition_effects,
+    transition_template,
+    unschedule_effects,
+)
+from stateward.domain.errors import (
+    FORBIDDEN,
+    GUARD_FAILED,
+    INACTIVE_PROCESS,
+    INVALID_INPUT,
+    NO_APPLICABLE_ACTION,
+    NOT_FOUND,
+    POSTCONDITION_FAILED,
+    TERMINAL_STATE,
+    WRONG_STATE,
+    DomainError,
+)
+from stateward.domain.forms import validate_fields
+from stateward.domain.model import (
+    ACTIVE,
+    COMPLETED,
+    STALE,
+    ActionDef,
+    Actor,
+    Definition,
+    DomainEvent,
+    Effects,
+    Outcome,
+    ProcessSnapshot,
+    StateDef,
+)
+from stateward.domain.plan import Plan, plan_for
+
+START = "$start"
+
+
+def start(
+    definition: Definition,
+    *,
+    process_id: str,
+    data: Mapping[str, Any],
+    actor: Actor,
+    ts: str,
+    event_id: str,
+) -> Outcome:
+    """`$start`: a new process in the initial state with `data` (data.state = initial).
+
+    Entering the initial state has its usual effects (assignment, SLA, hook); a visitor
+    may only start a workflow whose initial state is `public`.
+    """
+    del process_id, event_id  # the runtime keys the new row; kept for a uniform signature
+    if not isinstance(data, Mapping):
+        raise DomainError(INVALID_INPUT, "start data must be an object", pointer="/data")
+    initial = definition.states[definition.initial]
+    if actor.is_visitor and initial.audience != "public":
+        raise DomainError(FORBIDDEN, "visitors only start workflows whose initial state is public")
+    new = dict(data)
+    new["state"] = initial.key
+    domain_events = [DomainEvent(type=ev.WORKFLOW_STARTED, to_state=initial.key)]
+    team, sla, hook = entry_effects(initial, ts, domain_events)
+    status = ACTIVE
+    if initial.terminal:
+        status = COMPLETED
+        domain_events.append(DomainEvent(type=ev.WORKFLOW_COMPLETED, to_state=initial.key))
+    effects = Effects(open_assignment=team, sla=sla, run_hook=hook, completed=initial.terminal)
+    return Outcome(START, initial.key, initial.key, status, new, effects, tuple(domain_events))
+
+
+def perform(
+    definition: Definition,
+    process: ProcessSnapshot,
+    action: str,
+    input: Mapping[str, Any],
+    actor: Actor,
+    ts: str,
+    event_id: str,
+    *,
+    authorize: bool = True,
+) -> Outcome:
+    """Perform `action` on `process` (DESIGN §5 steps 1–8) and return the outcome.
+
+    Checks, in order: live status (INACTIVE_PROCESS), action exists (NOT_FOUND), current
+    state not terminal (TERMINAL_STATE) and in `from` (WRONG_STATE), audience/claim/role
+    (FORBIDDEN), form (INVALID_INPUT), `when` (GUARD_FAILED), then mutates and checks
+    `then` (POSTCONDITION_FAILED). `authorize=False` skips step 3 (replay of events that
+    were authorized when accepted).
+    """
+    plan = plan_for(definition)
+    state = _live_state(plan, process)
+    act = definition.actions.get(action)
+    if act is None:
+        raise DomainError(NOT_FOUND, f"action {action!r} does not exist in {definition.path}")
+    from_states = act.from_states
+    if from_states is not None and process.state not in from_states:
+        raise DomainError(
+            WRONG_STATE,
+            f"action {action!r} is not available in state {process.state!r}",
+            details={"state": process.state, "from": list(from_states)},
+        )
+    if authorize:
+        check_state_access(state, actor, process.claimed_by)
+        check_role(act, actor)
+    return _execute(plan, process, state, act, input, actor, ts, event_id)
+
+
+def advance(
+    definition: Definition,
+    process: ProcessSnapshot,
+    input: Mapping[str, Any],
+    actor: Actor,
+    ts: str,
+    event_id: str,
+    hook_action: str | None = None,
+    *,
+    authorize: bool = True,
+) -> Outcome:
+    """Perform the first action out of the current state that `actor` may take and whose
+    `when` holds (definition order, desugared branch rules included).
+
+    Candidates are the actions that list the current state in `from` and have a `to`
+    (self-effects and from-anywhere actions never "advance"). `hook_action` (a hook's
+    `$action`) names the action instead. None applicable: NO_APPLICABLE_ACTION.
+    """
+    if hook_action is not None:
+        return perform(
+            definition, process, hook_action, input, actor, ts, event_id, authorize=authorize
+        )
+    plan = plan_for(definition)
+    state = _live_state(plan, process)
+    if authorize:
+        check_state_access(state, actor, process.claimed_by)
+    actor_value: Mapping[str, Any] | None = None
+    data = process.data
+    for act in plan.candidates.get(process.state, ()):
+        if authorize and not holds_role(act, actor):
+            continue
+        when_fn = act.when_fn
+        if when_fn is not None:
+            if actor_value is None:
+                actor_value = actor.as_value()
+            if not when_fn(data, input, actor_value):
+                continue
+        return _execute(plan, process, state, act, input, actor, ts, event_id, guarded=True)
+    raise DomainError(
+        NO_APPLICABLE_ACTION,
+        f"no action out of state {process.state!r} applies for this actor and input",
+        details={"state": process.state},
+    )
+
+
+def _live_state(plan: Plan, process: ProcessSnapshot) -> StateDef:
+    """The current state of a live, non-terminal process, or the matching DomainError."""
+    status = process.status
+    if status != ACTIVE and status != STALE:
+        raise DomainError(
+            INACTIVE_PROCESS,
+            f"process {process.id} is {status}",
+            details={"status": status},
+        )
+    state = plan.definition.states.get(process.state)
+    if state is None:
+        raise DomainError(WRONG_STATE, f"state {process.state!r} is not in the definition")
+    if state.terminal:
+        raise DomainError(TERMINAL_STATE, f"state {process.state!r} is terminal")
+    return state
+
+
+def _execute(
+    plan: Plan,
+    process: ProcessSnapshot,
+    state: StateDef,
+    act: ActionDef,
+    input: Mapping[str, Any],
+    actor: Actor,
+    ts: str,
+    event_id: str,
+    *,
+    guarded: bool = False,
+) -> Outcome:
+    """Steps 4–8 for an authorized action: form, when, mutate, then, effects."""
+    key, to_key, bootstrap = act.key, act.to, plan.bootstrap
+    if to_key is not None and state.form is not None:
+        _check_form(state, input)
+    if bootstrap:
+        registry.check_input(plan.definition.namespace, key, input)
+    data = process.data
+    actor_value: Mapping[str, Any] | None = None
+    when_fn = act.when_fn
+    if when_fn is not None and not guarded:
+        actor_value = actor.as_value()
+        if not when_fn(data, input, actor_value):
+            raise DomainError(GUARD_FAILED, f"the guard of {key!r} does not hold: {act.when}")
+    new = plan.mutators[key](data, input, ts)
+    if bootstrap:
+        new = registry.reduce(plan.definition.namespace, key, new, input, actor, ts)
+    from_key = process.state
+    spawns = spawn_effects(act, from_key, input, ts, event_id) if act.spawn else ()
+    if spawns:
+        collect_children(new, spawns)
+    if to_key is not None:
+        new["state"] = to_key
+    then_fn = act.then_fn
+    if then_fn is not None:
+        if actor_value is None:
+            actor_value = actor.as_value()
+        if not then_fn(new, input, actor_value):
+            raise DomainError(
+                POSTCONDITION_FAILED, f"the postcondition of {key!r} fails: {act.then}"
+            )
+    if not (spawns or act.schedule or act.unschedule or bootstrap):
+        template: Any = plan.templates.get((key, from_key))
+        if template is None:
+            template = transition_template(plan, state, act)
+            plan.templates[(key, from_key)] = template
+        if template:
+            return Outcome(key, from_key, template[0], template[1], new, template[2], template[3])
+    schedules = schedule_effects(act, input, ts) if act.schedule else ()
+    unschedules = unschedule_effects(act) if act.unschedule else ()
+    details = {ev.D_CHILDREN: [s.child_id for s in spawns]} if spawns else {}
+    gov_events = registry.domain_events(key, input) if bootstrap else ()
+    to_state, status, effects, domain_events = transition_effects(
+        plan, state, act, ts, Effects(spawns=spawns, schedules=schedules, unschedules=unschedules),
+        details,
+    )  # fmt: skip
+    return Outcome(key, from_key, to_state, status, new, effects, (*domain_events, *gov_events))
+
+
+def _check_form(state: StateDef, input: Mapping[str, Any]) -> None:
+    """Step 4: `input.fields` against the form of the state being left."""
+    assert state.form is not None
+    fields = input.get("fields", {})
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, Mapping):
+        raise DomainError(INVALID_INPUT, "input.fields must be an object", pointer="/fields")
+    problems = validate_fields(state.form, fields)
+    if problems:
+        first = problems[0]
+        raise DomainError(
+            INVALID_INPUT,
+            f"{len(problems)} invalid field(s); first: {first.pointer}: {first.message}",
+            pointer=first.pointer,
+            problems=problems,
+        )

@@ -1,0 +1,262 @@
+"""Event envelopes: the exact JSON that is signed, its shape, identity and timestamps.
+
+```json
+{"v": 1, "net": "<deployment id>", "process": "<process id>",
+ "action": {"name": "approve", "workflow": "<path>", "input": {}},
+ "actor": "<key | system | visitor:<16 hex>>", "ts": "2026-11-30T02:21:09.123Z",
+ "nonce": "<16..64 random bytes, b64url>"}
+```
+`from_json` checks the shape strictly (no unknown or missing keys, right types) and that
+the whole value is canonicalizable, so NaN, ±Infinity, unsafe integers and the like are
+refused before any signature is looked at. The identity of an envelope is the sha256 of
+its RFC 8785 bytes — never of the signature. Signing and verification: `verification.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from stateward.domain.canonical import canonical_bytes, sha256_hex
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.governance.keys import b64url_decode, b64url_encode, is_public_key
+
+ENVELOPE_VERSION = 1
+NONCE_BYTES = 16
+MAX_NONCE_BYTES = 64
+SYSTEM_ACTOR = "system"
+VISITOR_PREFIX = "visitor:"
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
+_VISITOR = re.compile(r"^visitor:[0-9a-f]{16}$")
+_TS = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z$")
+_ENVELOPE_KEYS = frozenset({"v", "net", "process", "action", "actor", "ts", "nonce"})
+_ACTION_KEYS = frozenset({"name", "workflow", "input"})
+
+
+def _bad(pointer: str, message: str) -> DomainError:
+    return DomainError(INVALID_INPUT, f"envelope {pointer or '/'}: {message}", pointer=pointer)
+
+
+def format_ts(moment: datetime) -> str:
+    """RFC 3339 UTC with milliseconds, e.g. `2026-11-30T02:21:09.123Z` (naive = UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_ts(text: str) -> datetime:
+    """Parse an envelope timestamp: `YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z`, UTC only.
+
+    Offsets other than `Z`, lower-case `t`/`z` and leap seconds are refused with
+    `DomainError(INVALID_INPUT)`: one spelling per instant keeps signed bytes unambiguous.
+    """
+    match = _TS.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise DomainError(INVALID_INPUT, f"timestamp {text!r} is not YYYY-MM-DDTHH:MM:SS.mmmZ")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    micro = int((match.group(7) or "0").ljust(6, "0"))
+    try:
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+    except ValueError as exc:
+        raise DomainError(INVALID_INPUT, f"timestamp {text!r}: {exc}") from exc
+
+
+def new_nonce() -> str:
+    """A fresh nonce: 16 random bytes, b64url (22 characters)."""
+    return b64url_encode(os.urandom(NONCE_BYTES))
+
+
+def is_valid_actor(actor: object) -> bool:
+    """True for `system`, `visitor:<16 lower-case hex>` or an Ed25519 public key."""
+    if actor == SYSTEM_ACTOR:
+        return True
+    if isinstance(actor, str) and actor.startswith(VISITOR_PREFIX):
+        return _VISITOR.match(actor) is not None
+    return is_public_key(actor)
+
+
+def _check_nonce(nonce: object) -> None:
+    if not isinstance(nonce, str):
+        raise _bad("/nonce", "must be a string")
+    try:
+        raw = b64url_decode(nonce)
+    except DomainError as exc:
+        raise _bad("/nonce", exc.message) from exc
+    if not NONCE_BYTES <= len(raw) <= MAX_NONCE_BYTES:
+        raise _bad("/nonce", f"must encode {NONCE_BYTES}..{MAX_NONCE_BYTES} bytes")
+
+
+def _require_str(obj: dict[str, Any], key: str, pointer: str, *, max_len: int) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or not value:
+        raise _bad(pointer, "must be a non-empty string")
+    if len(value) > max_len:
+        raise _bad(pointer, f"longer than {max_len} characters")
+    return value
+
+
+def _require_keys(obj: object, expected: frozenset[str], pointer: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise _bad(pointer, "must be an object")
+    missing = sorted(expected - obj.keys())
+    if missing:
+        raise _bad(f"{pointer}/{missing[0]}", "is required")
+    extra = sorted(k for k in obj if k not in expected)
+    if extra:
+        raise _bad(f"{pointer}/{extra[0]}", "is not an envelope field")
+    return obj
+
+
+@dataclass(frozen=True)
+class EnvelopeAction:
+    """The `action` part: the action name, the workflow path and the action's input."""
+
+    name: str
+    workflow: str
+    input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What is signed: one request to change one process (DESIGN §6)."""
+
+    net: str
+    process: str
+    action: EnvelopeAction
+    actor: str
+    ts: str
+    nonce: str
+    v: int = ENVELOPE_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object (exactly the signed fields)."""
+        return {
+            "v": self.v,
+            "net": self.net,
+            "process": self.process,
+            "action": {
+                "name": self.action.name,
+                "workflow": self.action.workflow,
+                "input": self.action.input,
+            },
+            "actor": self.actor,
+            "ts": self.ts,
+            "nonce": self.nonce,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Envelope:
+        """Validate the shape strictly; `DomainError(INVALID_INPUT)` with a pointer if wrong."""
+        env = _require_keys(obj, _ENVELOPE_KEYS, "")
+        if type(env["v"]) is not int or env["v"] != ENVELOPE_VERSION:
+            raise _bad("/v", f"must be {ENVELOPE_VERSION}")
+        net = _require_str(env, "net", "/net", max_len=200)
+        process = _require_str(env, "process", "/process", max_len=200)
+        for key, value in (("net", net), ("process", process)):
+            if not _ID.match(value):
+                raise _bad(f"/{key}", "must match [A-Za-z0-9][A-Za-z0-9._:-]*")
+        act = _require_keys(env["action"], _ACTION_KEYS, "/action")
+        name = _require_str(act, "name", "/action/name", max_len=200)
+        workflow = _require_str(act, "workflow", "/action/workflow", max_len=400)
+        if not isinstance(act["input"], dict):
+            raise _bad("/action/input", "must be an object")
+        actor = _require_str(env, "actor", "/actor", max_len=200)
+        if not is_valid_actor(actor):
+            raise _bad("/actor", "must be an Ed25519 key (b64url), 'system' or visitor:<16 hex>")
+        ts = _require_str(env, "ts", "/ts", max_len=40)
+        try:
+            parse_ts(ts)
+        except DomainError as exc:
+            raise _bad("/ts", exc.message) from exc
+        _check_nonce(env["nonce"])
+        canonical = canonical_bytes(env)  # NaN, ±Inf, unsafe ints... -> INVALID_INPUT + pointer
+        envelope = cls(
+            net=net,
+            process=process,
+            action=EnvelopeAction(name=name, workflow=workflow, input=act["input"]),
+            actor=actor,
+            ts=ts,
+            nonce=env["nonce"],
+        )
+        # Fix the signed bytes now: later edits of the input dict cannot change them.
+        object.__setattr__(envelope, "_canonical", canonical)
+        return envelope
+
+    @cached_property
+    def _canonical(self) -> bytes:
+        return canonical_bytes(self.to_json())
+
+    def canonical(self) -> bytes:
+        """The RFC 8785 bytes: what the signature covers and the chain hashes."""
+        return self._canonical
+
+    def identity(self) -> str:
+        """sha256 hex of the canonical bytes: same envelope, same identity (idempotency)."""
+        return sha256_hex(self._canonical)
+
+    @property
+    def timestamp(self) -> datetime:
+        """`ts` as an aware UTC datetime."""
+        return parse_ts(self.ts)
+
+
+def build_envelope(
+    net: str,
+    process: str,
+    action: str,
+    workflow: str,
+    input: dict[str, Any] | None,
+    actor: str,
+    ts: datetime | str,
+    nonce: str | None = None,
+) -> Envelope:
+    """Build and validate an envelope; a fresh nonce is drawn when none is given."""
+    obj = {
+        "v": ENVELOPE_VERSION,
+        "net": net,
+        "process": process,
+        "action": {"name": action, "workflow": workflow, "input": dict(input or {})},
+        "actor": actor,
+        "ts": ts if isinstance(ts, str) else format_ts(ts),
+        "nonce": nonce if nonce is not None else new_nonce(),
+    }
+    return Envelope.from_json(obj)
+
+
+@dataclass(frozen=True)
+class SignedEnvelope:
+    """An envelope with who signed it and the b64url Ed25519 signature of its canonical bytes."""
+
+    envelope: Envelope
+    signer: str
+    signature: str
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"event": <envelope>, "signer": <key>, "signature": <b64url>}` (`submitEvent`)."""
+        return {
+            "event": self.envelope.to_json(),
+            "signer": self.signer,
+            "signature": self.signature,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> SignedEnvelope:
+        """Validate `{"event", "signer", "signature"}`; `DomainError(INVALID_INPUT)` if wrong."""
+        body = _require_keys(obj, frozenset({"event", "signer", "signature"}), "")
+        envelope = Envelope.from_json(body["event"])
+        if not is_public_key(body["signer"]):
+            raise _bad("/signer", "must be an Ed25519 public key (43 characters of b64url)")
+        signature = body["signature"]
+        if not isinstance(signature, str) or len(signature) != 86:
+            raise _bad("/signature", "must be a 64-byte b64url Ed25519 signature")
+        try:
+            b64url_decode(signature, length=64)
+        except DomainError as exc:
+            raise _bad("/signature", exc.message) from exc
+        return cls(envelope=envelope, signer=body["signer"], signature=signature)

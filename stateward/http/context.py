@@ -1,0 +1,67 @@
+"""The per-request GraphQL context and the optional hooks a `services` object may offer.
+
+Resolvers read `info.context` (a `RequestContext`): settings, the services object passed
+to `create_app`, the viewer (or None for anonymous callers), the request/websocket and a
+`loaders` dict of per-request DataLoaders.
+
+`services` is any object; the app uses these attributes when present (all optional):
+
+    async def authenticate(token: str) -> Viewer | None   # bearer token -> viewer
+    async def ready() -> bool | Mapping[str, bool] | None  # readiness probe (/readyz)
+    async def start() -> None / async def stop() -> None   # app lifespan
+    def create_loaders(context: RequestContext) -> Mapping[str, Any]  # per-request loaders
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from stateward.domain.errors import UNAUTHENTICATED
+from stateward.schema.errors import ApiError
+from stateward.settings import Settings
+
+
+@dataclass
+class RequestContext:
+    """What a resolver may read about the current request (one per HTTP request or socket)."""
+
+    settings: Settings
+    services: Any
+    request: Request | WebSocket
+    response: Response | WebSocket | None = None
+    viewer: Any = None
+    token: str | None = None
+    connection_params: dict[str, Any] = field(default_factory=dict)
+    loaders: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_websocket(self) -> bool:
+        """True for a subscription socket, False for a plain HTTP request."""
+        return self.request.scope["type"] == "websocket"
+
+    @property
+    def client_ip(self) -> str | None:
+        """The peer address as the ASGI server saw it (used for per-IP rate limits)."""
+        client = self.request.client
+        return client.host if client else None
+
+    def require_viewer(self) -> Any:
+        """The authenticated viewer, or an UNAUTHENTICATED error for anonymous callers."""
+        if self.viewer is None:
+            raise ApiError(UNAUTHENTICATED, "authentication required: send a Bearer token")
+        return self.viewer
+
+
+def create_loaders(context: RequestContext) -> dict[str, Any]:
+    """Per-request DataLoaders from `services.create_loaders(context)`, or none."""
+    factory = getattr(context.services, "create_loaders", None)
+    if factory is None:
+        return {}
+    loaders = factory(context)
+    return dict(loaders) if isinstance(loaders, Mapping) else {}

@@ -1,0 +1,173 @@
+"""The `/graphql` endpoint: Strawberry's ASGI view with our context, auth and socket policy.
+
+- HTTP: POST JSON, GET for queries only (Strawberry refuses mutations over GET), no
+  batching; transport errors come back as JSON `{"errors": [{message, extensions.code}]}`.
+- Websocket: only `graphql-transport-ws`; foreign `Origin`s refused unless allowed; the
+  `connection_init` payload's `authorization` (or the handshake header) authenticates the
+  socket and the viewer is kept on the connection's context; at most N concurrent
+  operations per socket (error frame with code TOO_MANY_SUBSCRIPTIONS beyond that).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from cross_web import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.schema import BaseSchema
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
+    SubscribeMessage,
+)
+from strawberry.types.unset import UNSET
+
+from stateward.domain.errors import DomainError
+from stateward.http.auth import authenticate, authorization_from_params, bearer_token
+from stateward.http.context import RequestContext, create_loaders
+from stateward.http.graphiql import offline_graphiql_html
+from stateward.schema.errors import ApiError, error_extensions, to_graphql_error
+from stateward.settings import Settings
+
+TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
+FORBIDDEN_ORIGIN = "FORBIDDEN_ORIGIN"
+DEFAULT_MAX_SUBSCRIPTIONS = 20
+_HTTP_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+
+
+def error_response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    """A JSON error body shaped like a GraphQL response: `{"errors": [...]}`."""
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+class SocketRejected(Exception):
+    """Raised by `on_ws_connect` to close the socket with code 4403 and a clear reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason[:120]  # close reasons are limited to 123 bytes
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
+    """graphql-transport-ws with explicit close reasons and a coded subscription cap."""
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        """Run the standard handshake; a rejected token closes with 4403 and the reason."""
+        try:
+            await super().handle_connection_init(message)
+        except SocketRejected as rejected:
+            await self.websocket.close(code=4403, reason=rejected.reason)
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        """Refuse an operation beyond the per-socket cap with a coded error frame."""
+        limit = self.max_subscriptions_per_connection
+        if (
+            self.connection_acknowledged
+            and limit is not None
+            and message["id"] not in self.operations
+            and len(self.operations) >= limit
+        ):
+            err = ApiError(
+                TOO_MANY_SUBSCRIPTIONS,
+                f"at most {limit} concurrent operations per connection",
+            )
+            payload = [to_graphql_error(err).formatted]
+            await self.send_message({"id": message["id"], "type": "error", "payload": payload})
+            return
+        await super().handle_subscribe(message)
+
+
+class StatewardGraphQL(GraphQL[RequestContext, None]):
+    """Strawberry's ASGI app configured from `Settings`, with `services` in every context."""
+
+    graphql_transport_ws_handler_class = TransportWSHandler
+
+    def __init__(
+        self,
+        schema: BaseSchema,
+        *,
+        settings: Settings,
+        services: Any,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+        connection_init_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(
+            schema,
+            graphql_ide=None if settings.production else "graphiql",
+            allow_queries_via_get=True,
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            connection_init_wait_timeout=timedelta(seconds=connection_init_timeout),
+            max_subscriptions_per_connection=max_subscriptions,
+            allowed_origins=settings.allowed_origins,
+        )
+        self.settings = settings
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve HTTP with JSON transport errors; websockets go to Strawberry unchanged."""
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope=scope, receive=receive)
+        response: Response
+        try:
+            response = await self.run(request)
+        except HTTPException as exc:
+            code = _HTTP_CODES.get(exc.status_code, "BAD_REQUEST")
+            response = error_response(exc.status_code, code, exc.reason)
+        except DomainError as err:  # raised while building the context (bad token)
+            response = JSONResponse(
+                {"errors": [{"message": err.message, "extensions": error_extensions(err)}]},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        await response(scope, receive, send)
+
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket
+    ) -> RequestContext:
+        """Build the per-request context; HTTP callers are authenticated here."""
+        ctx = RequestContext(
+            settings=self.settings, services=self.services, request=request, response=response
+        )
+        if request.scope["type"] == "http":
+            ctx.token = bearer_token(request.headers.get("authorization"))
+            ctx.viewer = await authenticate(self.services, ctx.token)
+        ctx.loaders = create_loaders(ctx)
+        return ctx
+
+    async def on_ws_connect(self, context: RequestContext) -> Any:
+        """Authenticate the socket from `connection_init` (or the handshake header)."""
+        try:
+            value = authorization_from_params(context.connection_params)
+            if value is None:
+                value = context.request.headers.get("authorization")
+            context.token = bearer_token(value)
+            context.viewer = await authenticate(self.services, context.token)
+        except DomainError as err:
+            raise SocketRejected(f"{err.code}: {err.message}") from err
+        return UNSET if context.viewer is None else {"authenticated": True}
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        """The GraphiQL page, loading only vendored assets from this server."""
+        return HTMLResponse(offline_graphiql_html(request.scope.get("root_path", "")))
+
+    async def reject_websocket(self, request: WebSocket) -> WebSocket:
+        """Refuse a handshake from a foreign Origin: 403 with a JSON reason when possible."""
+        if "websocket.http.response" in request.scope.get("extensions", {}):
+            origin = request.headers.get("origin", "")
+            await request.send_denial_response(
+                error_response(403, FORBIDDEN_ORIGIN, f"origin {origin!r} is not allowed")
+            )
+        else:
+            await request.close(code=1008, reason=f"{FORBIDDEN_ORIGIN}: origin not allowed")
+        return request

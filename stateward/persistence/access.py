@@ -1,0 +1,176 @@
+"""Who may do what: role grants, key rotation/revocation, API tokens, login challenges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import Table, delete, insert, select, update
+
+from stateward.persistence.base import Repository, to_record
+from stateward.persistence.models import ApiToken, AuthChallenge, KeyStatus, RoleGrant
+from stateward.persistence.records import ApiTokenRecord, GrantRecord, KeyStatusRecord
+
+G = cast(Table, RoleGrant.__table__)
+K = cast(Table, KeyStatus.__table__)
+T = cast(Table, ApiToken.__table__)
+C = cast(Table, AuthChallenge.__table__)
+
+SYSTEM_NAMESPACE = "system"
+
+
+def namespace_scopes(namespace: str) -> list[str]:
+    """Namespaces whose grants apply in `namespace`: `system` and every prefix of it."""
+    parts = namespace.split("/")
+    scopes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return [SYSTEM_NAMESPACE, *(s for s in scopes if s != SYSTEM_NAMESPACE)]
+
+
+class GrantRepository(Repository):
+    """Role grants materialized from registry events."""
+
+    async def grant(
+        self, namespace: str, actor: str, role: str, now: datetime, event_id: int | None = None
+    ) -> bool:
+        """Give `actor` `role` in `namespace`; False when it already held it."""
+        values = dict(namespace=namespace, actor=actor, role=role.lower(), granted_at=now)
+        values["event_id"] = event_id  # type: ignore[assignment]
+        stmt = self.insert_ignoring_conflicts(G, values, ("namespace", "actor", "role"))
+        result = await self.session.execute(stmt)
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def revoke(self, namespace: str, actor: str, role: str) -> bool:
+        """Take `role` in `namespace` from `actor`; False when it did not hold it."""
+        stmt = delete(G).where(
+            G.c.namespace == namespace, G.c.actor == actor, G.c.role == role.lower()
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def roles_of(self, actor: str, namespace: str) -> frozenset[str]:
+        """The roles `actor` holds in `namespace` (grants of `system` and every prefix)."""
+        stmt = select(G.c.role).where(
+            G.c.actor == actor, G.c.namespace.in_(namespace_scopes(namespace))
+        )
+        return frozenset((await self.session.execute(stmt)).scalars())
+
+    async def members(self, namespace: str) -> list[GrantRecord]:
+        """Grants made in `namespace`'s own registry, by actor then role."""
+        stmt = select(G).where(G.c.namespace == namespace).order_by(G.c.actor, G.c.role)
+        return [to_record(GrantRecord, r) for r in await self.session.execute(stmt)]
+
+    async def of_actor(self, actor: str) -> list[GrantRecord]:
+        """Every grant `actor` holds, by namespace then role."""
+        stmt = select(G).where(G.c.actor == actor).order_by(G.c.namespace, G.c.role)
+        return [to_record(GrantRecord, r) for r in await self.session.execute(stmt)]
+
+    async def move(self, old_actor: str, new_actor: str, now: datetime) -> int:
+        """Move every grant of `old_actor` to `new_actor` (key rotation); returns the count."""
+        moved = 0
+        for g in await self.of_actor(old_actor):
+            moved += await self.grant(g.namespace, new_actor, g.role, now, g.event_id)
+        await self.session.execute(delete(G).where(G.c.actor == old_actor))
+        return moved
+
+
+class KeyRepository(Repository):
+    """Rotation and revocation state of actor keys."""
+
+    async def status(self, actor: str) -> KeyStatusRecord | None:
+        """The recorded status of `actor`'s key (None = never rotated or revoked)."""
+        row = (await self.session.execute(select(K).where(K.c.actor == actor))).one_or_none()
+        return None if row is None else to_record(KeyStatusRecord, row)
+
+    async def statuses(self, actors: Iterable[str]) -> dict[str, KeyStatusRecord]:
+        """Batch loader: recorded statuses by actor."""
+        stmt = select(K).where(K.c.actor.in_(list(dict.fromkeys(actors))))
+        return {r.actor: to_record(KeyStatusRecord, r) for r in await self.session.execute(stmt)}
+
+    async def _upsert(self, actor: str, **values: object) -> None:
+        if await self.status(actor) is None:
+            await self.session.execute(insert(K).values(actor=actor, **values))
+        else:
+            await self.session.execute(update(K).where(K.c.actor == actor).values(**values))
+
+    async def rotate(
+        self, actor: str, new_actor: str, now: datetime, event_id: int | None = None
+    ) -> None:
+        """Record that `actor`'s key was replaced by `new_actor`."""
+        await self._upsert(
+            actor, status="rotated", rotated_to=new_actor, rotated_at=now, event_id=event_id
+        )
+
+    async def revoke(self, actor: str, now: datetime, event_id: int | None = None) -> None:
+        """Record that `actor`'s key is revoked from `now` on (earlier events still verify)."""
+        await self._upsert(actor, status="revoked", revoked_at=now, event_id=event_id)
+
+
+class TokenRepository(Repository):
+    """API tokens (hashed) and single-use login challenges."""
+
+    async def add(
+        self,
+        token_hash: str,
+        actor: str,
+        now: datetime,
+        *,
+        label: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiTokenRecord:
+        """Store a new token's sha256 for `actor`."""
+        record = ApiTokenRecord(token_hash, actor, label, expires_at, now)
+        await self.session.execute(
+            insert(T).values(
+                token_hash=token_hash,
+                actor=actor,
+                label=label,
+                expires_at=expires_at,
+                created_at=now,
+            )
+        )
+        return record
+
+    async def get(self, token_hash: str) -> ApiTokenRecord | None:
+        """The token whose sha256 is `token_hash` (check `valid_at`), or None."""
+        row = (
+            await self.session.execute(select(T).where(T.c.token_hash == token_hash))
+        ).one_or_none()
+        return None if row is None else to_record(ApiTokenRecord, row)
+
+    async def revoke(self, token_hash: str, now: datetime) -> bool:
+        """Revoke a token; False when unknown or already revoked."""
+        stmt = (
+            update(T)
+            .where(T.c.token_hash == token_hash, T.c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def add_challenge(
+        self, challenge: str, public_key: str, expires_at: datetime, now: datetime
+    ) -> None:
+        """Store a login challenge issued to `public_key`."""
+        await self.session.execute(
+            insert(C).values(
+                challenge=challenge, public_key=public_key, expires_at=expires_at, created_at=now
+            )
+        )
+
+    async def consume_challenge(self, challenge: str, public_key: str, now: datetime) -> bool:
+        """Use a challenge once: True only for the first use, before expiry, by its key."""
+        stmt = (
+            update(C)
+            .where(
+                C.c.challenge == challenge,
+                C.c.public_key == public_key,
+                C.c.used_at.is_(None),
+                C.c.expires_at > now,
+            )
+            .values(used_at=now)
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def purge_challenges(self, now: datetime) -> int:
+        """Delete expired challenges; returns how many."""
+        stmt = delete(C).where(C.c.expires_at <= now)
+        return int((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,62 @@
+"""What every repository shares: its session, row -> record mapping, portable upserts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import Insert
+
+R = TypeVar("R")
+
+#: Upper bound on the ids sent in one IN (...) (SQLite's variable limit is 32766).
+CHUNK = 900
+
+
+class Repository:
+    """Base of the repositories: holds the unit of work's session (never shared)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    @property
+    def dialect(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self.session.get_bind().dialect.name
+
+    def insert_ignoring_conflicts(
+        self, table: Table, values: Mapping[str, Any], conflict: Sequence[str]
+    ) -> Insert:
+        """`INSERT ... ON CONFLICT (conflict) DO NOTHING` for this dialect."""
+        if self.dialect == "postgresql":
+            return (
+                postgresql.insert(table)
+                .values(**values)
+                .on_conflict_do_nothing(index_elements=list(conflict))
+            )
+        return (
+            sqlite.insert(table)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=list(conflict))
+        )
+
+
+def to_record(cls: type[R], row: Any) -> R:
+    """Build the frozen record `cls` from a mapped object or a result row (same names)."""
+    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+def chunks(values: Iterable[R], size: int = CHUNK) -> Iterable[list[R]]:
+    """`values` in lists of at most `size` (keeps IN lists under driver limits)."""
+    batch: list[R] = []
+    for v in values:
+        batch.append(v)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

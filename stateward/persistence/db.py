@@ -1,0 +1,117 @@
+"""Engines, sessions and schema setup for SQLite (embedded default) and PostgreSQL.
+
+SQLite: WAL, `synchronous=NORMAL`, foreign keys on, a busy timeout, and transactions that
+start with `BEGIN IMMEDIATE` (a deferred read-then-write transaction in WAL mode fails
+with SQLITE_BUSY instead of waiting once another writer commits first). Read-only units of
+work may ask for a plain `BEGIN` through the `sqlite_begin` execution option.
+PostgreSQL: asyncpg with a connection pool. The schema is created by the alembic
+migrations (`init_schema`), never by `metadata.create_all`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+#: Key of the PostgreSQL advisory lock that serialises concurrent `init_schema` calls.
+SCHEMA_LOCK_KEY = 0x5354_4157_0001
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+BEGIN_OPTION = "sqlite_begin"
+
+
+def is_sqlite(url: str) -> bool:
+    """True when `url` names a SQLite database."""
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(url: str, *, echo: bool = False, **kwargs: Any) -> AsyncEngine:
+    """An async engine for `url` (sqlite+aiosqlite:// or postgresql+asyncpg://), tuned.
+
+    Extra keyword arguments go to SQLAlchemy's `create_async_engine` (e.g. `pool_size`).
+    """
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.drivername != "sqlite+aiosqlite":
+            parsed = parsed.set(drivername="sqlite+aiosqlite")
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = _create_async_engine(parsed, echo=echo, **kwargs)
+        _tune_sqlite(engine)
+        return engine
+    if backend == "postgresql":
+        if parsed.drivername != "postgresql+asyncpg":
+            parsed = parsed.set(drivername="postgresql+asyncpg")
+        options: dict[str, Any] = {
+            "pool_size": 10,
+            "max_overflow": 30,
+            "pool_pre_ping": True,
+            "pool_recycle": 1800,
+        }
+        options.update(kwargs)
+        return _create_async_engine(parsed, echo=echo, **options)
+    raise ValueError(f"unsupported database URL {url!r}: use sqlite+aiosqlite or postgresql")
+
+
+def _tune_sqlite(engine: AsyncEngine) -> None:
+    """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see `_on_begin`)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get(BEGIN_OPTION, "IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if mode == "DEFERRED" else f"BEGIN {mode}")
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """Sessions that keep loaded attributes after commit (no hidden I/O afterwards)."""
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An alembic Config built in code (no alembic.ini), bound to `connection` if given."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+async def init_schema(engine: AsyncEngine, revision: str = "head") -> None:
+    """Bring the database schema to `revision` by running the alembic migrations.
+
+    Safe to call concurrently from several nodes: PostgreSQL serialises it with an
+    advisory lock, SQLite with its write lock (`BEGIN IMMEDIATE`).
+    """
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK_KEY})
+        await conn.run_sync(_upgrade, revision)
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    command.upgrade(alembic_config(connection), revision)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    """The alembic revision the database is at (None before any migration)."""
+    from alembic.runtime.migration import MigrationContext
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())

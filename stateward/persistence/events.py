@@ -1,0 +1,114 @@
+"""The append-only event log: append (with conflict classification) and reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields, replace
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, func, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from stateward.persistence.base import Repository, chunks, to_record
+from stateward.persistence.errors import classify_integrity_error
+from stateward.persistence.models import Event
+from stateward.persistence.records import StoredEvent
+
+E = cast(Table, Event.__table__)
+_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "id")
+_INSERT = insert(E).returning(E.c.id)
+
+
+def _record(row: Any) -> StoredEvent:
+    return to_record(StoredEvent, row)
+
+
+class EventRepository(Repository):
+    """Reads and appends `events` rows as `StoredEvent`s."""
+
+    async def append(self, event: StoredEvent, recorded_at: datetime | None = None) -> StoredEvent:
+        """Insert `event` (its process row must exist) and return it with `id` set.
+
+        Raises `SeqConflict`, `NonceConflict` or `DuplicateEvent` when a unique constraint
+        says another event got there first; the transaction must then be rolled back.
+        """
+        stored = replace(event, recorded_at=recorded_at or event.recorded_at or event.ts)
+        values = {c: getattr(stored, c) for c in _COLUMNS}
+        try:
+            result = await self.session.execute(_INSERT, values)
+        except IntegrityError as error:
+            conflict = classify_integrity_error(error, event.process_id)
+            if conflict is None:
+                raise
+            raise conflict from error
+        return replace(stored, id=int(result.scalar_one()))
+
+    async def get(self, process_id: str, seq: int) -> StoredEvent | None:
+        """Event number `seq` of `process_id`, or None."""
+        stmt = select(E).where(E.c.process_id == process_id, E.c.seq == seq)
+        row = (await self.session.execute(stmt)).one_or_none()
+        return None if row is None else _record(row)
+
+    async def by_identity(self, identity: str) -> StoredEvent | None:
+        """The event whose envelope identity (sha256 of canonical bytes) is `identity`."""
+        row = (await self.session.execute(select(E).where(E.c.identity == identity))).one_or_none()
+        return None if row is None else _record(row)
+
+    async def by_nonce(self, actor: str, nonce: str) -> StoredEvent | None:
+        """The event that used (actor, nonce), or None."""
+        stmt = select(E).where(E.c.actor == actor, E.c.nonce == nonce)
+        row = (await self.session.execute(stmt)).one_or_none()
+        return None if row is None else _record(row)
+
+    async def for_process(
+        self, process_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Events of `process_id` with seq > `after_seq`, in seq order."""
+        stmt = select(E).where(E.c.process_id == process_id, E.c.seq > after_seq).order_by(E.c.seq)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return [_record(r) for r in await self.session.execute(stmt)]
+
+    async def latest_events_by_process(
+        self, process_ids: Iterable[str], n: int
+    ) -> dict[str, list[StoredEvent]]:
+        """Batch loader: the last `n` events of each process, in seq order."""
+        found: dict[str, list[StoredEvent]] = {}
+        for batch in chunks(dict.fromkeys(process_ids)):
+            ranked = (
+                select(
+                    E,
+                    func.row_number()
+                    .over(partition_by=E.c.process_id, order_by=E.c.seq.desc())
+                    .label("rank"),
+                )
+                .where(E.c.process_id.in_(batch))
+                .subquery()
+            )
+            stmt = (
+                select(*[ranked.c[c.name] for c in E.c])
+                .where(ranked.c.rank <= n)
+                .order_by(ranked.c.process_id, ranked.c.seq)
+            )
+            for row in await self.session.execute(stmt):
+                found.setdefault(row.process_id, []).append(_record(row))
+        return found
+
+    async def count(self, process_id: str) -> int:
+        """How many events `process_id` has."""
+        stmt = select(func.count()).select_from(E).where(E.c.process_id == process_id)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def by_ids(self, ids: Iterable[int]) -> dict[int, StoredEvent]:
+        """Batch loader: events by row id."""
+        found: dict[int, StoredEvent] = {}
+        for batch in chunks(dict.fromkeys(ids)):
+            for row in await self.session.execute(select(E).where(E.c.id.in_(batch))):
+                found[row.id] = _record(row)
+        return found
+
+    async def scan(self, *, after_id: int = 0, limit: int = 1000) -> list[StoredEvent]:
+        """All events in insertion order, keyset-paged by row id (export, analytics)."""
+        stmt = select(E).where(E.c.id > after_id).order_by(E.c.id).limit(limit)
+        return [_record(r) for r in await self.session.execute(stmt)]

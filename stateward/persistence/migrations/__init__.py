@@ -1,0 +1,1 @@
+"""Alembic migrations of the stateward schema (run by `persistence.db.init_schema`)."""

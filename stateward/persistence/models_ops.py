@@ -1,0 +1,148 @@
+"""ORM models of the operational tables: assignments, schedules, notifications,
+webhooks and their deliveries, the outbox (subscription cursor) and deployment meta."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from stateward.persistence.models import Base, BigId
+from stateward.persistence.types import JSONType, UTCDateTime
+
+
+class Assignment(Base):
+    """A review-queue item opened when an instance enters a state with `assign`."""
+
+    __tablename__ = "assignments"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    process_id: Mapped[str] = mapped_column(ForeignKey("processes.id"))
+    state: Mapped[str] = mapped_column(String(255))
+    team: Mapped[str] = mapped_column(String(255))
+    assignee: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16))  # unassigned|claimed|completed|cancelled
+    review_data: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    entered_seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_assignments_team_status", "team", "status"),
+        Index("ix_assignments_assignee_status", "assignee", "status"),
+        Index("ix_assignments_process_id_status", "process_id", "status"),
+    )
+
+
+class Schedule(Base):
+    """A timer: fire `action` on the process as `system` when `due_at` has passed."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    process_id: Mapped[str] = mapped_column(ForeignKey("processes.id"))
+    action: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str | None] = mapped_column(String(255))
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    status: Mapped[str] = mapped_column(String(16))  # pending|fired|cancelled|not_applicable
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    created_seq: Mapped[int | None] = mapped_column(Integer)
+    fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    detail: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_schedules_status_due_at", "status", "due_at"),
+        Index("ix_schedules_process_id_status", "process_id", "status"),
+    )
+
+
+class Notification(Base):
+    """A message for an actor or a team (`team:<name>`), e.g. an SLA breach."""
+
+    __tablename__ = "notifications"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    recipient: Mapped[str] = mapped_column(String(255))
+    namespace: Mapped[str] = mapped_column(String(255))
+    process_id: Mapped[str | None] = mapped_column(ForeignKey("processes.id"))
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[Any] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    read_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_notifications_recipient_id", "recipient", "id"),)
+
+
+class Webhook(Base):
+    """The webhook of a namespace (set by the registry's `set_webhook` event)."""
+
+    __tablename__ = "webhooks"
+
+    namespace: Mapped[str] = mapped_column(String(255), primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str | None] = mapped_column(String(255))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    event_id: Mapped[int | None] = mapped_column(ForeignKey("events.id"))
+
+
+class WebhookDelivery(Base):
+    """One HMAC-signed webhook POST to make, with retries and backoff."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(String(255))
+    url: Mapped[str] = mapped_column(Text)
+    event_type: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))  # pending|delivered|failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
+    )
+
+
+class Outbox(Base):
+    """A bus message written in its event's transaction; `id` is the subscription cursor."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(64))
+    namespace: Mapped[str | None] = mapped_column(String(255))
+    workflow: Mapped[str | None] = mapped_column(String(255))
+    instance_id: Mapped[str | None] = mapped_column(String(255))
+    team: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[Any] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index(
+            "ix_outbox_unpublished",
+            "id",
+            sqlite_where=text("published_at IS NULL"),
+            postgresql_where=text("published_at IS NULL"),
+        ),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class Meta(Base):
+    """Deployment facts as key/value text (e.g. `net`, the deployment id)."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

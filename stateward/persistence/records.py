@@ -1,0 +1,284 @@
+"""Frozen dataclasses for rows the domain has no type for.
+
+Repositories return these (or `stateward.domain.model` types), never mapped classes, so
+callers cannot trigger lazy loads or accidental writes. Timestamps are aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from stateward.domain.model import ProcessSnapshot
+
+REGISTRY = "registry"
+INSTANCE = "instance"
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """Every column of a `processes` row (a registry or an instance)."""
+
+    id: str
+    kind: str
+    namespace: str
+    workflow: str
+    workflow_version: int
+    data: dict[str, Any]
+    state: str
+    status: str
+    seq: int
+    state_entered_at: datetime
+    last_event_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    head_hash: str | None = None
+    parent_id: str | None = None
+    started_by: str | None = None
+    entry_token_hash: str | None = None
+    sla_warn_at: datetime | None = None
+    sla_due_at: datetime | None = None
+    sla_warned_at: datetime | None = None
+    sla_breached_at: datetime | None = None
+    automation_chain: int = 0
+
+    def snapshot(self, claimed_by: str | None = None) -> ProcessSnapshot:
+        """The engine's view of this process (`claimed_by`: assignee of the open claim)."""
+        return ProcessSnapshot(
+            id=self.id,
+            workflow=self.workflow,
+            version=self.workflow_version,
+            state=self.state,
+            status=self.status,
+            data=self.data,
+            started_by=self.started_by,
+            claimed_by=claimed_by,
+            automation_chain=self.automation_chain,
+        )
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One event of the log: the envelope's parts plus signer, signature, seq and hashes.
+
+    `id` and `recorded_at` are filled in by `EventRepository.append`.
+    """
+
+    process_id: str
+    seq: int
+    identity: str
+    action: str
+    workflow: str
+    actor: str
+    signer: str
+    ts: datetime
+    nonce: str
+    input: Any
+    envelope: str
+    signature: str
+    hash: str
+    prev_hash: str | None = None
+    recorded_at: datetime | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowRecord:
+    """A deployed workflow path and its latest version."""
+
+    path: str
+    namespace: str
+    name: str
+    latest_version: int
+    removed: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkflowVersionRecord:
+    """An immutable version: the definition JSON text as authored (map order kept, which
+    ordinals need) and `hash`, the sha256 of its RFC 8785 canonical form."""
+
+    path: str
+    version: int
+    hash: str
+    definition: str
+    created_at: datetime
+    event_id: int | None = None
+
+    def source(self) -> dict[str, Any]:
+        """The definition as a JSON object."""
+        value: dict[str, Any] = json.loads(self.definition)
+        return value
+
+
+@dataclass(frozen=True)
+class ModuleRecord:
+    """An immutable version of a Starlark module of a namespace."""
+
+    namespace: str
+    name: str
+    version: int
+    hash: str
+    source: str
+    created_at: datetime
+    event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class GrantRecord:
+    """A role an actor holds in a namespace."""
+
+    namespace: str
+    actor: str
+    role: str
+    granted_at: datetime
+    event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class KeyStatusRecord:
+    """Rotation/revocation state of a key."""
+
+    actor: str
+    status: str
+    rotated_to: str | None = None
+    rotated_at: datetime | None = None
+    revoked_at: datetime | None = None
+    event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ApiTokenRecord:
+    """A bearer token (sha256 only) for an actor."""
+
+    token_hash: str
+    actor: str
+    label: str | None
+    expires_at: datetime | None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    def valid_at(self, now: datetime) -> bool:
+        """True when not revoked and not expired at `now`."""
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+
+@dataclass(frozen=True)
+class AssignmentRecord:
+    """A review-queue item."""
+
+    id: str
+    process_id: str
+    state: str
+    team: str
+    status: str
+    entered_seq: int
+    created_at: datetime
+    assignee: str | None = None
+    review_data: Any = None
+    claimed_at: datetime | None = None
+    completed_at: datetime | None = None
+    cancelled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """A timer on a process."""
+
+    id: int
+    process_id: str
+    action: str
+    key: str | None
+    due_at: datetime
+    status: str
+    created_at: datetime
+    created_seq: int | None = None
+    fired_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class NotificationRecord:
+    """A message for an actor or `team:<name>`."""
+
+    id: int
+    recipient: str
+    namespace: str
+    process_id: str | None
+    kind: str
+    payload: Any
+    created_at: datetime
+    read_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WebhookRecord:
+    """The webhook of a namespace."""
+
+    namespace: str
+    url: str
+    secret: str | None
+    updated_at: datetime
+    event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """A webhook delivery to attempt (or attempted)."""
+
+    id: int
+    namespace: str
+    url: str
+    event_type: str
+    body: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime
+    created_at: datetime
+    last_error: str | None = None
+    delivered_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class OutboxRecord:
+    """A bus message; `id` is the subscription cursor (monotonic in commit order)."""
+
+    id: int
+    type: str
+    payload: dict[str, Any]
+    created_at: datetime
+    namespace: str | None = None
+    workflow: str | None = None
+    instance_id: str | None = None
+    team: str | None = None
+    published_at: datetime | None = None
+
+    def message(self) -> dict[str, Any]:
+        """The bus message of DESIGN §9: the stored payload with `id` and `type` set."""
+        return {**self.payload, "id": self.id, "type": self.type}
+
+
+@dataclass(frozen=True)
+class OutboxFilter:
+    """Which outbox rows a subscriber wants (None/empty = any)."""
+
+    types: tuple[str, ...] = ()
+    namespace: str | None = None
+    workflow: str | None = None
+    instance_id: str | None = None
+    team: str | None = None
+
+
+@dataclass(frozen=True)
+class SlaClaim:
+    """An SLA mark (`warning` or `breach`) this caller won the right to fire."""
+
+    kind: str
+    deadline: datetime
+    process: ProcessRecord

@@ -1,0 +1,52 @@
+"""What a resolver reads from `info.context`: the runtime, the viewer, namespace checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain.errors import NOT_FOUND, UNAUTHENTICATED, DomainError
+from stateward.runtime.auth import Viewer
+from stateward.runtime.services import Runtime
+from stateward.schema.errors import ApiError
+
+
+def runtime(info: Info) -> Runtime:
+    """The node's `Runtime` (held by the services object the app was built with)."""
+    return info.context.services.runtime  # type: ignore[no-any-return]
+
+
+def services(info: Info) -> Any:
+    """The services object (runtime, bus, ...)."""
+    return info.context.services
+
+
+def viewer_or_none(info: Info) -> Viewer | None:
+    """The authenticated viewer, or None for an anonymous caller."""
+    return info.context.viewer  # type: ignore[no-any-return]
+
+
+def viewer(info: Info) -> Viewer:
+    """The authenticated viewer; UNAUTHENTICATED for anonymous callers."""
+    found = info.context.viewer
+    if found is None:
+        raise ApiError(UNAUTHENTICATED, "authentication required: send a Bearer token")
+    return found  # type: ignore[no-any-return]
+
+
+def require_read(info: Info, namespace: str | None, what: str = "it") -> Viewer:
+    """The viewer, if it holds a role in `namespace`; otherwise NOT_FOUND.
+
+    Reads outside the viewer's namespaces look exactly like missing objects, so ids of
+    other tenants' instances cannot be probed.
+    """
+    found = viewer(info)
+    if not found.can_read(namespace):
+        raise DomainError(NOT_FOUND, f"{what} does not exist or is not visible to you")
+    return found
+
+
+def client_ip(info: Info) -> str | None:
+    """The caller's IP address (per-IP rate limits of public entry)."""
+    return info.context.client_ip  # type: ignore[no-any-return]

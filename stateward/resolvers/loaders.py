@@ -1,0 +1,120 @@
+"""Per-request DataLoaders: batch the reads of one GraphQL request, one query per kind.
+
+graphql-core resolves sibling fields concurrently, so no two resolvers may share an
+`AsyncSession`: every batch opens its own read-only unit of work. Loaders are created in
+`get_context` (through `services.create_loaders`) and live for one request only, so a
+cached value is never older than the request that read it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from strawberry.dataloader import DataLoader
+from strawberry.types import Info
+
+from stateward.domain.bootstrap import bootstrap_definition
+from stateward.domain.model import Definition
+from stateward.persistence.records import AssignmentRecord, ProcessRecord, StoredEvent
+from stateward.runtime.services import Runtime
+
+LOADERS_KEY = "graph"
+BOOTSTRAP = "bootstrap"
+
+
+@dataclass(frozen=True)
+class VersionedDefinition:
+    """A workflow version as the schema needs it: the definition and when it was stored."""
+
+    definition: Definition
+    version: int
+    created_at: Any = None
+
+
+class Loaders:
+    """The DataLoaders of one request (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.process: DataLoader[str, ProcessRecord | None] = DataLoader(self._processes)
+        self.version: DataLoader[tuple[str, int], VersionedDefinition | None] = DataLoader(
+            self._versions
+        )
+        self.assignments: DataLoader[str, list[AssignmentRecord]] = DataLoader(
+            self._assignments
+        )
+        self.last_events: DataLoader[tuple[str, int], list[StoredEvent]] = DataLoader(
+            self._last_events
+        )
+        self.children: DataLoader[str, list[ProcessRecord]] = DataLoader(self._children)
+
+    def prime_process(self, record: ProcessRecord) -> None:
+        """Remember a process read by a listing so `process.load(id)` costs nothing."""
+        self.process.prime(record.id, record)
+
+    async def _processes(self, ids: Sequence[str]) -> list[ProcessRecord | None]:
+        async with self.runtime.uow(readonly=True) as uow:
+            found = await uow.processes.processes_by_ids(ids)
+        return [found.get(i) for i in ids]
+
+    async def _versions(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> list[VersionedDefinition | None]:
+        stored = [k for k in keys if k[0].rsplit("/", 1)[-1] != BOOTSTRAP]
+        records = {}
+        if stored:
+            async with self.runtime.uow(readonly=True) as uow:
+                records = await uow.workflows.versions_by_keys(stored)
+        out: list[VersionedDefinition | None] = []
+        for path, version in keys:
+            if path.rsplit("/", 1)[-1] == BOOTSTRAP:
+                out.append(VersionedDefinition(bootstrap_definition(path.rsplit("/", 1)[0]), version))
+                continue
+            record = records.get((path, version))
+            if record is None:
+                out.append(None)
+                continue
+            definition = self.runtime.definitions.from_record(record)
+            out.append(VersionedDefinition(definition, version, record.created_at))
+        return out
+
+    async def _assignments(self, ids: Sequence[str]) -> list[list[AssignmentRecord]]:
+        async with self.runtime.uow(readonly=True) as uow:
+            found = await uow.assignments.assignments_by_process(ids)
+        return [found.get(i, []) for i in ids]
+
+    async def _last_events(self, keys: Sequence[tuple[str, int]]) -> list[list[StoredEvent]]:
+        by_count: dict[int, list[str]] = defaultdict(list)
+        for pid, n in keys:
+            by_count[n].append(pid)
+        found: dict[tuple[str, int], list[StoredEvent]] = {}
+        async with self.runtime.uow(readonly=True) as uow:
+            for n, pids in by_count.items():
+                rows = await uow.events.latest_events_by_process(pids, n)
+                found.update({(pid, n): rows.get(pid, []) for pid in pids})
+        return [found.get(k, []) for k in keys]
+
+    async def _children(self, ids: Sequence[str]) -> list[list[ProcessRecord]]:
+        async with self.runtime.uow(readonly=True) as uow:
+            found = await uow.processes.children_by_parents(ids)
+        for kids in found.values():
+            for kid in kids:
+                self.prime_process(kid)
+        return [found.get(i, []) for i in ids]
+
+
+def create_loaders(runtime: Runtime) -> dict[str, Any]:
+    """The loaders of a new request, as the `loaders` dict of the request context."""
+    return {LOADERS_KEY: Loaders(runtime)}
+
+
+def loaders(info: Info) -> Loaders:
+    """This request's loaders (created on first use when the context has none)."""
+    found = info.context.loaders.get(LOADERS_KEY)
+    if found is None:
+        found = Loaders(info.context.services.runtime)
+        info.context.loaders[LOADERS_KEY] = found
+    return found  # type: ignore[no-any-return]

@@ -1,0 +1,129 @@
+"""How failures leave the GraphQL layer: one place that maps errors to `extensions.code`.
+
+Resolvers just `raise DomainError(...)` (or `ApiError(...)` for API-level refusals such as
+UNAUTHENTICATED). `ErrorPolicy`, a Strawberry schema extension, rewrites every error of a
+result exactly once, for queries, mutations and each subscription frame alike:
+
+- a `DomainError` becomes a GraphQL error carrying `extensions.code` and, when it has
+  problems, `extensions.problems` (`[{code, message, pointer}]`);
+- a GraphQL validation or syntax error (no original exception) keeps its message and gets
+  `GRAPHQL_VALIDATION_FAILED` / `GRAPHQL_PARSE_FAILED`;
+- anything else is a bug: masked as "Unexpected error." with code INTERNAL_ERROR unless
+  `settings.debug` is on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from graphql import GraphQLError, GraphQLSyntaxError
+from strawberry.extensions import MaskErrors
+
+from stateward.domain.errors import DomainError
+
+INTERNAL_ERROR = "INTERNAL_ERROR"
+GRAPHQL_PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
+GRAPHQL_VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+MASKED_MESSAGE = "Unexpected error."
+
+
+class ApiError(DomainError):
+    """A refusal decided by the API layer (UNAUTHENTICATED, RATE_LIMITED, ...), not the domain.
+
+    It is a `DomainError` so that every layer treats it the same way: an expected failure
+    with a stable code that is shown to the client, never masked.
+    """
+
+
+def error_extensions(err: DomainError) -> dict[str, Any]:
+    """The `extensions` object for a domain error: code, plus pointer/problems/details if set."""
+    ext: dict[str, Any] = {"code": err.code}
+    if err.pointer:
+        ext["pointer"] = err.pointer
+    if err.problems:
+        ext["problems"] = [p.as_dict() for p in err.problems]
+    if err.details:
+        ext["details"] = dict(err.details)
+    return ext
+
+
+def to_graphql_error(err: DomainError, template: GraphQLError | None = None) -> GraphQLError:
+    """A `GraphQLError` for `err` with `extensions.code` (and problems), located like `template`.
+
+    Use it when a GraphQL error must be built by hand (e.g. a websocket error frame);
+    resolvers do not need it: raising the `DomainError` is enough.
+    """
+    return GraphQLError(
+        err.message,
+        nodes=template.nodes if template else None,
+        source=template.source if template else None,
+        positions=template.positions if template else None,
+        path=template.path if template else None,
+        original_error=err,
+        extensions=error_extensions(err),
+    )
+
+
+def domain_error_of(error: GraphQLError) -> DomainError | None:
+    """The `DomainError` behind a GraphQL error, if any (following wrapped GraphQL errors)."""
+    original: BaseException | None = error.original_error
+    while isinstance(original, GraphQLError):
+        original = original.original_error
+    return original if isinstance(original, DomainError) else None
+
+
+def is_client_facing(error: GraphQLError) -> bool:
+    """True when the error's message is safe to show: a domain error or a request error.
+
+    Errors without an original exception come from parsing/validation of the request
+    (depth, aliases, tokens, unknown fields) and describe the client's own document.
+    """
+    if domain_error_of(error) is not None:
+        return True
+    original = error.original_error
+    while isinstance(original, GraphQLError):
+        original = original.original_error
+    return original is None
+
+
+def make_should_mask_error(debug: bool) -> Callable[[GraphQLError], bool]:
+    """The `MaskErrors` filter: mask every unexpected error unless `debug` is on."""
+
+    def should_mask_error(error: GraphQLError) -> bool:
+        return not debug and not is_client_facing(error)
+
+    return should_mask_error
+
+
+class ErrorPolicy(MaskErrors):
+    """`MaskErrors` that also stamps `extensions.code` on every error it lets through."""
+
+    def __init__(self, *, debug: bool = False) -> None:
+        super().__init__(
+            should_mask_error=make_should_mask_error(debug), error_message=MASKED_MESSAGE
+        )
+        self.debug = debug
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        """Replace an unexpected error by a generic one with code INTERNAL_ERROR."""
+        masked = super().anonymise_error(error)
+        masked.extensions = {"code": INTERNAL_ERROR}
+        return masked
+
+    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        return [self._shape(error) for error in super()._process_errors(errors)]
+
+    def _shape(self, error: GraphQLError) -> GraphQLError:
+        if error.extensions and "code" in error.extensions:
+            return error
+        domain = domain_error_of(error)
+        if domain is not None:
+            return to_graphql_error(domain, template=error)
+        if isinstance(error, GraphQLSyntaxError):
+            error.extensions = {**(error.extensions or {}), "code": GRAPHQL_PARSE_FAILED}
+        elif error.original_error is None:
+            error.extensions = {**(error.extensions or {}), "code": GRAPHQL_VALIDATION_FAILED}
+        else:
+            error.extensions = {**(error.extensions or {}), "code": INTERNAL_ERROR}
+        return error

@@ -1,0 +1,217 @@
+"""Instances (running workflows), their events and assignments, and actors.
+
+The scalar fields come straight from the persistence records; everything that needs
+another row (workflow version, state, parent, assignments, last events) goes through the
+request's DataLoaders in `stateward.resolvers.instances`, so listing 50 instances with
+their workflow, state, assignments and last events costs a fixed number of queries.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.persistence.records import AssignmentRecord, ProcessRecord, StoredEvent
+from stateward.schema.base import JSON
+from stateward.schema.ids import to_global_id
+from stateward.schema.types.connection import Connection
+from stateward.schema.types.node import Node
+
+if TYPE_CHECKING:
+    from stateward.schema.types.workflow import Action, State, Workflow
+
+WorkflowRef = Annotated["Workflow", strawberry.lazy("stateward.schema.types.workflow")]
+StateRef = Annotated["State", strawberry.lazy("stateward.schema.types.workflow")]
+ActionRef = Annotated["Action", strawberry.lazy("stateward.schema.types.workflow")]
+
+
+@strawberry.type
+class Actor:
+    """Who acts: an Ed25519 public key (base64url), `system`, or `visitor:<16 hex>`."""
+
+    id: str
+
+    @strawberry.field(description="Roles this actor holds in `namespace`.")
+    async def roles(self, info: Info, namespace: str) -> list[str]:
+        from stateward.resolvers import reads
+
+        return await reads.actor_roles(info, self.id, namespace)
+
+    @strawberry.field(description="Namespaces where this actor holds a role (viewer only).")
+    def namespaces(self, info: Info) -> list[str]:
+        from stateward.resolvers import reads
+
+        return reads.actor_namespaces(info, self.id)
+
+
+@strawberry.type
+class Event(Node):
+    """One signed, hash-chained event of a process's log."""
+
+    process_id: str
+    seq: int
+    action: str
+    workflow: str
+    actor: str
+    signer: str
+    ts: datetime
+    nonce: str
+    input: JSON
+    signature: str
+    hash: str
+    prev_hash: str | None
+    recorded_at: datetime | None
+    _envelope: strawberry.Private[str]
+
+    @classmethod
+    def from_record(cls, event: StoredEvent) -> Event:
+        """The event row `event`."""
+        return cls(
+            id=strawberry.ID(to_global_id("Event", f"{event.process_id}:{event.seq}")),
+            process_id=event.process_id, seq=event.seq, action=event.action,
+            workflow=event.workflow, actor=event.actor, signer=event.signer, ts=event.ts,
+            nonce=event.nonce, input=event.input, signature=event.signature, hash=event.hash,
+            prev_hash=event.prev_hash, recorded_at=event.recorded_at, _envelope=event.envelope,
+        )  # fmt: skip
+
+    @strawberry.field(description="The signed envelope exactly as stored (canonical JSON).")
+    def envelope(self) -> str:
+        return self._envelope
+
+
+@strawberry.type
+class Assignment(Node):
+    """A review-queue item opened when an instance entered a state with `assign`."""
+
+    assignment_id: str
+    instance_id: str
+    state: str
+    team: str
+    assignee: str | None
+    status: str
+    review_data: JSON | None
+    created_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    cancelled_at: datetime | None
+
+    @classmethod
+    def from_record(cls, record: AssignmentRecord) -> Assignment:
+        """The assignment row `record`."""
+        return cls(
+            id=strawberry.ID(to_global_id("Assignment", record.id)),
+            assignment_id=record.id, instance_id=record.process_id, state=record.state,
+            team=record.team, assignee=record.assignee, status=record.status,
+            review_data=record.review_data, created_at=record.created_at,
+            claimed_at=record.claimed_at, completed_at=record.completed_at,
+            cancelled_at=record.cancelled_at,
+        )  # fmt: skip
+
+    @strawberry.field
+    async def instance(self, info: Info) -> Instance | None:
+        from stateward.resolvers import instances
+
+        return await instances.instance_by_id(info, self.instance_id)
+
+
+@strawberry.type
+class Instance(Node):
+    """A running (or finished) workflow instance."""
+
+    _record: strawberry.Private[ProcessRecord]
+    instance_id: str
+    namespace: str
+    workflow_path: str
+    version: int
+    data: JSON
+    status: str
+    started_by: str | None
+    parent_id: str | None
+    seq: int
+    head_hash: str | None
+    sla_warn_at: datetime | None
+    sla_due_at: datetime | None
+    state_entered_at: datetime
+    last_event_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_record(cls, record: ProcessRecord) -> Instance:
+        """The process row `record`."""
+        return cls(
+            id=strawberry.ID(to_global_id("Instance", record.id)), _record=record,
+            instance_id=record.id, namespace=record.namespace, workflow_path=record.workflow,
+            version=record.workflow_version, data=record.data, status=record.status,
+            started_by=record.started_by, parent_id=record.parent_id, seq=record.seq,
+            head_hash=record.head_hash, sla_warn_at=record.sla_warn_at,
+            sla_due_at=record.sla_due_at, state_entered_at=record.state_entered_at,
+            last_event_at=record.last_event_at, created_at=record.created_at,
+            updated_at=record.updated_at,
+        )  # fmt: skip
+
+    @strawberry.field(description="The workflow version this instance is pinned to.")
+    async def workflow(self, info: Info) -> WorkflowRef:
+        from stateward.resolvers import instances
+
+        return await instances.workflow_of(info, self._record)
+
+    @strawberry.field(description="The current state.")
+    async def state(self, info: Info) -> StateRef:
+        from stateward.resolvers import instances
+
+        return await instances.state_of(info, self._record)
+
+    @strawberry.field(description="True when the current state is terminal.")
+    async def terminal(self, info: Info) -> bool:
+        from stateward.resolvers import instances
+
+        return (await instances.state_of(info, self._record)).terminal
+
+    @strawberry.field
+    async def parent(self, info: Info) -> Instance | None:
+        from stateward.resolvers import instances
+
+        if self.parent_id is None:
+            return None
+        return await instances.instance_by_id(info, self.parent_id)
+
+    @strawberry.field(description="Instances this one spawned, oldest first.")
+    async def children(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[Instance]:
+        from stateward.resolvers import instances
+
+        return await instances.children_of(info, self.instance_id, first, after)
+
+    @strawberry.field(description="This instance's log, in seq order.")
+    async def events(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[Event]:
+        from stateward.resolvers import reads
+
+        return await reads.process_events(info, self.instance_id, first, after)
+
+    @strawberry.field(description="The last `count` events (at most 20), in seq order.")
+    async def last_events(self, info: Info, count: int = 5) -> list[Event]:
+        from stateward.resolvers import instances
+
+        return await instances.last_events_of(info, self.instance_id, count)
+
+    @strawberry.field(description="Assignments of this instance, oldest first.")
+    async def assignments(
+        self, info: Info, first: int | None = None, after: str | None = None,
+        status: str | None = None,
+    ) -> Connection[Assignment]:  # fmt: skip
+        from stateward.resolvers import instances
+
+        return await instances.assignments_of(info, self.instance_id, first, after, status)
+
+    @strawberry.field(description="Actions the viewer could perform now (role, state, guard).")
+    async def available_actions(self, info: Info) -> list[ActionRef]:
+        from stateward.resolvers import instances
+
+        return await instances.available_actions_of(info, self._record)

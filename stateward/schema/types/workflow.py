@@ -1,0 +1,346 @@
+"""Workflow, State, Action and the drawable graph, mapped straight from `domain.model`.
+
+A `Workflow` is one immutable version of a definition. `State`/`Action` keep a reference
+to their definition so `incoming`/`outgoing` need no database. `graph` gives a frontend
+what it needs to draw the state machine: nodes = states, edges = actions from -> to
+(from-anywhere actions fan out to every non-terminal state; generated branch-rule actions
+are flagged; self-effects are loops with `selfEffect: true`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.domain.model import ActionDef, Definition, StateDef
+from stateward.schema.base import JSON
+from stateward.schema.ids import to_global_id
+from stateward.schema.types.connection import Connection
+from stateward.schema.types.node import Node
+
+if TYPE_CHECKING:
+    from stateward.schema.types.instance import Instance
+
+InstanceRef = Annotated["Instance", strawberry.lazy("stateward.schema.types.instance")]
+
+
+def version_key(path: str | None, version: int) -> str:
+    """The local id of one workflow version: `path@version`."""
+    return f"{path or 'system/bootstrap'}@{version}"
+
+
+@strawberry.type
+class FormField:
+    """One field of a state's form template."""
+
+    name: str
+    type: str
+    required: bool
+    label: str | None
+    help: str | None
+    min: float | None
+    max: float | None
+    min_length: int | None
+    max_length: int | None
+    pattern: str | None
+    options: JSON | None
+
+
+@strawberry.type
+class State(Node):
+    """A state of one workflow version (DESIGN §2.1)."""
+
+    _definition: strawberry.Private[Definition]
+    _version: strawberry.Private[int]
+    _state: strawberry.Private[StateDef]
+    key: str
+    label: str | None
+    ordinal: int
+    terminal: bool
+    description: str | None
+    audience: str
+    sla_seconds: float | None
+    assign: str | None
+    hook: str | None
+    mode: str | None
+    surface: str | None
+    visible: list[str]
+    initial: bool
+
+    @classmethod
+    def from_domain(cls, definition: Definition, version: int, state: StateDef) -> State:
+        """The state `state` of `definition` (version `version`)."""
+        local = f"{version_key(definition.path, version)}#{state.key}"
+        return cls(
+            id=strawberry.ID(to_global_id("State", local)),
+            _definition=definition, _version=version, _state=state,
+            key=state.key, label=state.label, ordinal=state.ordinal, terminal=state.terminal,
+            description=state.description, audience=state.audience,
+            sla_seconds=state.sla_seconds, assign=state.assign, hook=state.hook,
+            mode=state.mode, surface=state.surface, visible=list(state.visible),
+            initial=definition.initial == state.key,
+        )  # fmt: skip
+
+    @strawberry.field(description="The form template as authored (JSON), or null.")
+    def form(self) -> JSON | None:
+        raw = self._definition.source.get("states", {}).get(self.key, {})
+        return raw.get("form") if isinstance(raw, dict) else None
+
+    @strawberry.field(description="The form's fields, typed.")
+    def form_fields(self) -> list[FormField]:
+        form = self._state.form
+        if form is None:
+            return []
+        return [
+            FormField(
+                name=f.name, type=f.type, required=f.required, label=f.label, help=f.help,
+                min=f.min, max=f.max, min_length=f.min_length, max_length=f.max_length,
+                pattern=f.pattern, options=list(f.options) if f.options is not None else None,
+            )  # fmt: skip
+            for f in form.fields
+        ]
+
+    @strawberry.field(description="Branch rules as authored (desugared into actions).")
+    def branch_rules(self) -> JSON:
+        return [
+            {"field": r.field, "op": r.op, "value": r.value, "target": r.target}
+            for r in self._state.branch_rules
+        ]
+
+    @strawberry.field(description="Actions that lead into this state.")
+    def incoming(self) -> list[Action]:
+        d, v = self._definition, self._version
+        return [Action.from_domain(d, v, a) for a in d.actions.values() if a.to == self.key]
+
+    @strawberry.field(description="Actions that can be taken from this state.")
+    def outgoing(self) -> list[Action]:
+        d, v = self._definition, self._version
+        return [
+            Action.from_domain(d, v, a)
+            for a in d.actions.values()
+            if leaves(a, self._state)
+        ]
+
+
+def leaves(action: ActionDef, state: StateDef) -> bool:
+    """True when `action` may be taken from `state` (absent `from` = any non-terminal)."""
+    if action.from_states is None:
+        return not state.terminal
+    return state.key in action.from_states
+
+
+@strawberry.type
+class Action(Node):
+    """An action of one workflow version (generated branch actions included)."""
+
+    _action: strawberry.Private[ActionDef]
+    key: str
+    label: str | None
+    roles: list[str]
+    from_: list[str] | None = strawberry.field(name="from")
+    to: str | None
+    when: str | None
+    then: str | None
+    mutate: JSON
+    generated: bool
+
+    @classmethod
+    def from_domain(cls, definition: Definition, version: int, action: ActionDef) -> Action:
+        """The action `action` of `definition` (version `version`)."""
+        local = f"{version_key(definition.path, version)}#{action.key}"
+        return cls(
+            id=strawberry.ID(to_global_id("Action", local)), _action=action,
+            key=action.key, label=action.label, roles=list(action.roles),
+            from_=list(action.from_states) if action.from_states is not None else None,
+            to=action.to, when=action.when, then=action.then, mutate=dict(action.mutate),
+            generated=action.generated,
+        )  # fmt: skip
+
+    @strawberry.field(description="Children this action starts.")
+    def spawn(self) -> JSON:
+        return [
+            {"workflow": s.workflow, "to": s.to, "data": dict(s.data), "as": s.as_key,
+             "from": list(s.from_states) if s.from_states is not None else None}
+            for s in self._action.spawn
+        ]  # fmt: skip
+
+    @strawberry.field(description="Timers this action registers.")
+    def schedule(self) -> JSON:
+        return [
+            {"action": s.action, "after": s.after, "at": s.at, "key": s.key}
+            for s in self._action.schedule
+        ]
+
+    @strawberry.field(description="Timers this action drops.")
+    def unschedule(self) -> JSON:
+        return [{"key": u.key, "action": u.action} for u in self._action.unschedule]
+
+
+@strawberry.type
+class GraphNode:
+    """A state as a graph node."""
+
+    id: str
+    key: str
+    label: str | None
+    ordinal: int
+    audience: str
+    terminal: bool
+    initial: bool
+    assign: str | None
+    sla_seconds: float | None
+    mode: str | None
+    hook: str | None
+
+
+@strawberry.type
+class GraphEdge:
+    """One way an action moves an instance: `source` -> `target` (same for self-effects)."""
+
+    id: str
+    action: str
+    label: str | None
+    source: str
+    target: str
+    roles: list[str]
+    guarded: bool
+    generated: bool
+    self_effect: bool
+
+
+@strawberry.type
+class Graph:
+    """The state machine as nodes and edges, ready to draw."""
+
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+    @classmethod
+    def from_domain(cls, definition: Definition) -> Graph:
+        """Nodes in state order; edges in action order, one per source state."""
+        states = definition.states
+        nodes = [
+            GraphNode(
+                id=s.key, key=s.key, label=s.label, ordinal=s.ordinal, audience=s.audience,
+                terminal=s.terminal, initial=s.key == definition.initial, assign=s.assign,
+                sla_seconds=s.sla_seconds, mode=s.mode, hook=s.hook,
+            )  # fmt: skip
+            for s in states.values()
+        ]
+        edges = []
+        for a in definition.actions.values():
+            for s in states.values():
+                if not leaves(a, s):
+                    continue
+                target = a.to or s.key
+                edges.append(
+                    GraphEdge(
+                        id=f"{a.key}:{s.key}->{target}", action=a.key, label=a.label,
+                        source=s.key, target=target, roles=list(a.roles),
+                        guarded=a.when is not None, generated=a.generated,
+                        self_effect=a.to is None,
+                    )  # fmt: skip
+                )
+        return cls(nodes=nodes, edges=edges)
+
+
+@strawberry.type
+class Workflow(Node):
+    """One immutable version of a deployed workflow definition."""
+
+    _definition: strawberry.Private[Definition]
+    path: str
+    namespace: str
+    name: str
+    description: str | None
+    version: int
+    hash: str
+    created_at: datetime | None
+    removed: bool
+
+    @classmethod
+    def from_domain(
+        cls, definition: Definition, version: int, created_at: datetime | None = None,
+        removed: bool = False,
+    ) -> Workflow:  # fmt: skip
+        """The workflow `definition` as deployed at `version`."""
+        path = definition.path or "system/bootstrap"
+        return cls(
+            id=strawberry.ID(to_global_id("Workflow", version_key(path, version))),
+            _definition=definition, path=path, namespace=definition.namespace,
+            name=definition.name, description=definition.description, version=version,
+            hash=definition.hash, created_at=created_at, removed=removed,
+        )  # fmt: skip
+
+    def _states(self) -> list[State]:
+        d = self._definition
+        return [State.from_domain(d, self.version, s) for s in d.states.values()]
+
+    @strawberry.field
+    def initial_state(self) -> State:
+        d = self._definition
+        return State.from_domain(d, self.version, d.states[d.initial])
+
+    @strawberry.field
+    def states(self) -> list[State]:
+        return self._states()
+
+    @strawberry.field
+    def state(self, key: str) -> State | None:
+        found = self._definition.states.get(key)
+        return None if found is None else State.from_domain(self._definition, self.version, found)
+
+    @strawberry.field
+    def actions(self, include_generated: bool = True) -> list[Action]:
+        d = self._definition
+        return [
+            Action.from_domain(d, self.version, a)
+            for a in d.actions.values()
+            if include_generated or not a.generated
+        ]
+
+    @strawberry.field(description="The definition as authored (JSON).")
+    def definition(self) -> JSON:
+        return dict(self._definition.source)
+
+    @strawberry.field
+    def graph(self) -> Graph:
+        return Graph.from_domain(self._definition)
+
+    @strawberry.field(description="True when visitors may start it (initial state is public).")
+    def public_entry(self) -> bool:
+        d = self._definition
+        return d.states[d.initial].audience == "public"
+
+    @strawberry.field(description="Every deployed version of this path, oldest first.")
+    async def versions(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[Workflow]:
+        from stateward.resolvers import reads
+
+        return await reads.workflow_versions(info, self.path, first, after)
+
+    @strawberry.field(description="Instances of this path (any version), oldest first.")
+    async def instances(
+        self, info: Info, first: int | None = None, after: str | None = None,
+        status: str | None = None, state: str | None = None,
+    ) -> Connection[InstanceRef]:  # fmt: skip
+        from stateward.resolvers import reads
+
+        return await reads.instances(
+            info, first, after, workflow=self.path, status=status, state=state
+        )
+
+    @strawberry.field(description="Counts and timings from the event log (runtime analytics).")
+    async def analytics(self, info: Info) -> JSON | None:
+        from stateward.resolvers import reads
+
+        return await reads.workflow_analytics(info, self.path)
+
+
+def source_of(definition: Definition) -> dict[str, Any]:
+    """The authored JSON of a definition (a plain dict)."""
+    return dict(definition.source)

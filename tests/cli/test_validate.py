@@ -1,0 +1,143 @@
+"""`stateward validate` (DESIGN §11): the examples pass, broken sets fail with parseable lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stateward.cli import main
+from stateward.commands.validate import format_finding
+from stateward.domain.errors import Problem
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+LINE = re.compile(r"^(?P<path>.+?): (?P<code>[A-Z_]+) (?P<pointer>#\S*) (?P<message>.+)$")
+
+
+def workflow(path: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "$version": "2.0",
+        "$path": path,
+        "initial": "a",
+        "states": {"a": {"label": "A"}, "b": {"label": "B", "terminal": True}},
+        "actions": {"go": {"from": "a", "to": "b"}},
+        **extra,
+    }
+
+
+def write(root: Path, name: str, content: Any) -> Path:
+    file = root / name
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(content if isinstance(content, str) else json.dumps(content), "utf-8")
+    return file
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    code = main(["validate", *argv])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def findings(lines: list[str]) -> list[tuple[str, str, str]]:
+    parsed = [LINE.match(line) for line in lines]
+    assert all(parsed), lines
+    return [(m["path"], m["code"], m["pointer"]) for m in parsed if m]
+
+
+def test_the_examples_validate_without_errors_or_warnings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines = run(capsys, str(EXAMPLES))
+    assert (code, lines) == (0, [])
+
+
+def test_the_installed_script_validates_the_examples() -> None:
+    script = Path(sys.executable).with_name("stateward")
+    if not script.exists():
+        pytest.skip("the stateward script is not installed in this environment")
+    done = subprocess.run([str(script), "validate", "examples/"], cwd=ROOT, capture_output=True)
+    assert done.returncode == 0, done.stdout
+    assert b"4 file(s): 0 error(s)" in done.stderr
+
+
+def test_a_broken_set_fails_with_one_parseable_line_per_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path, "ops/a/one.json", workflow("ops/a/one"))
+    write(tmp_path, "ops/a/copy.json", workflow("ops/a/one"))
+    write(tmp_path, "ops/a/misnamed.json", workflow("ops/b/elsewhere"))
+    write(tmp_path, "ops/a/broken.json", '{"$version": "2.0",')
+    bad = workflow("ops/a/bad", states={"a": {"label": "A"}, "my state": {"terminal": "no"}})
+    write(tmp_path, "ops/a/bad.json", bad)
+    code, lines = run(capsys, str(tmp_path))
+    assert code == 1
+    found = {(Path(p).relative_to(tmp_path).as_posix(), c, ptr) for p, c, ptr in findings(lines)}
+    assert found == {
+        ("ops/a/copy.json", "TARGET_MISMATCH", "#/$path"),
+        ("ops/a/one.json", "DUPLICATE_PATH", "#/$path"),
+        ("ops/a/misnamed.json", "TARGET_MISMATCH", "#/$path"),
+        ("ops/a/broken.json", "INVALID_JSON", "#"),
+        ("ops/a/bad.json", "INVALID_FIELD", "#/states/my%20state/terminal"),
+        ("ops/a/bad.json", "UNKNOWN_STATE", "#/actions/go/to"),
+        ("ops/a/bad.json", "MISSING_LABEL", "#/states/my%20state"),
+        ("ops/a/bad.json", "UNREACHABLE_STATE", "#/states/my%20state"),
+        ("ops/a/bad.json", "DEAD_END_STATE", "#/states/my%20state"),
+    }
+    assert any("file name ops/a/misnamed.json does not match" in line for line in lines)
+    assert all(": warning: " not in line for line in lines)
+    assert any(" warning: state 'my state' has no label" in line for line in lines)
+
+
+def test_spawn_targets_resolve_within_the_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parent = workflow("ops/a/parent")
+    parent["actions"]["go"]["spawn"] = [{"workflow": "ops/b/child"}]
+    write(tmp_path, "ops/a/parent.json", parent)
+    code, lines = run(capsys, str(tmp_path))
+    assert code == 1 and [c for _, c, _ in findings(lines)] == ["UNRESOLVED_SPAWN"]
+    write(tmp_path, "ops/b/child.json", workflow("ops/b/child"))
+    assert run(capsys, str(tmp_path)) == (0, [])
+
+
+def test_hooks_resolve_to_star_modules_of_the_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flow = workflow("ops/a/auto")
+    flow["states"]["a"].update(audience="system", hook="rules:decide")
+    write(tmp_path, "ops/a/auto.json", flow)
+    code, lines = run(capsys, str(tmp_path))
+    assert code == 1 and [c for _, c, _ in findings(lines)] == ["UNRESOLVED_HOOK"]
+    write(tmp_path, "ops/a/rules.star", "def decide(ctx):\n    return {}\n")
+    assert run(capsys, str(tmp_path)) == (0, [])
+    assert run(capsys, str(tmp_path / "ops/a/auto.json")) == (0, [])  # a file alone: shape only
+
+
+def test_json_report_lists_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "ops/a/one.json", workflow("ops/a/one", **{"$category": "x"}))
+    code, lines = run(capsys, "--json", str(tmp_path))
+    report = json.loads("\n".join(lines))
+    assert code == 1 and report["valid"] is False
+    [entry] = report["files"]
+    assert entry["workflow"] == "ops/a/one"
+    assert entry["errors"] == [
+        {"code": "FORBIDDEN_KEY", "message": entry["errors"][0]["message"], "pointer": "/$category"}
+    ]
+
+
+def test_a_missing_path_is_bad_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["validate"]) == 2
+
+
+def test_findings_format_root_and_escaped_pointers() -> None:
+    root = Problem("INVALID_JSON", "not valid\nJSON", "")
+    assert format_finding("x.json", root) == "x.json: INVALID_JSON # not valid JSON"
+    odd = Problem("UNKNOWN_STATE", "m", "/actions/a~1b#1/to", severity="warning")
+    assert format_finding("x.json", odd) == "x.json: UNKNOWN_STATE #/actions/a~1b%231/to warning: m"

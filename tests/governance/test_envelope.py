@@ -1,0 +1,200 @@
+"""Envelopes: strict shape, canonical bytes, identity and timestamps."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from stateward.domain.canonical import canonical_bytes, sha256_hex
+from stateward.domain.errors import DomainError
+from stateward.governance.envelope import (
+    Envelope,
+    SignedEnvelope,
+    build_envelope,
+    format_ts,
+    is_valid_actor,
+    new_nonce,
+    parse_ts,
+)
+from stateward.governance.keys import KeyPair, b64url_decode
+from stateward.governance.verification import sign_envelope
+
+NOW = datetime(2026, 11, 30, 2, 21, 9, 123000, tzinfo=UTC)
+NET = "net-test-1"  # matches the envelope_json fixture
+
+
+def test_an_envelope_round_trips_through_json(envelope_json: dict[str, Any]) -> None:
+    envelope = Envelope.from_json(envelope_json)
+    assert envelope.to_json() == envelope_json
+    assert envelope.action.name == "approve"
+    assert envelope.timestamp == NOW
+
+
+def test_canonical_bytes_are_rfc8785_of_the_envelope(envelope_json: dict[str, Any]) -> None:
+    envelope = Envelope.from_json(envelope_json)
+    assert envelope.canonical() == canonical_bytes(envelope_json)
+    assert envelope.canonical().startswith(b'{"action":{"input":{"amount":10}')
+
+
+def test_identity_ignores_key_order_and_never_covers_the_signature(
+    envelope_json: dict[str, Any], alice: KeyPair, server: KeyPair
+) -> None:
+    reordered = dict(reversed(list(envelope_json.items())))
+    one, two = Envelope.from_json(envelope_json), Envelope.from_json(reordered)
+    assert one.identity() == two.identity() == sha256_hex(canonical_bytes(envelope_json))
+    assert sign_envelope(one, alice).signature != sign_envelope(one, server).signature
+    assert sign_envelope(one, alice).envelope.identity() == one.identity()
+
+
+def test_identity_changes_with_any_field(envelope_json: dict[str, Any]) -> None:
+    base = Envelope.from_json(envelope_json).identity()
+    changed = copy.deepcopy(envelope_json)
+    changed["action"]["input"]["amount"] = 11
+    assert Envelope.from_json(changed).identity() != base
+
+
+def test_signed_bytes_do_not_follow_later_edits_of_the_input(
+    envelope_json: dict[str, Any],
+) -> None:
+    envelope = Envelope.from_json(envelope_json)
+    before = envelope.canonical()
+    envelope_json["action"]["input"]["amount"] = 10_000
+    assert envelope.canonical() == before
+
+
+def _mutated(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    obj = copy.deepcopy(base)
+    *parents, last = path.split("/")
+    target = obj
+    for key in parents:
+        target = target[key]
+    if value is _DELETE:
+        del target[last]
+    else:
+        target[last] = value
+    return obj
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "pointer"),
+    [
+        ("v", _DELETE, "/v"),
+        ("v", 2, "/v"),
+        ("v", True, "/v"),
+        ("v", 1.0, "/v"),
+        ("net", "", "/net"),
+        ("net", 7, "/net"),
+        ("net", "has space", "/net"),
+        ("process", None, "/process"),
+        ("extra", 1, "/extra"),
+        ("action", [], "/action"),
+        ("action/name", _DELETE, "/action/name"),
+        ("action/workflow", "", "/action/workflow"),
+        ("action/input", [], "/action/input"),
+        ("action/extra", 1, "/action/extra"),
+        ("actor", "bob", "/actor"),
+        ("actor", "visitor:ABCDEF0123456789", "/actor"),
+        ("actor", "visitor:0123", "/actor"),
+        ("ts", "2026-11-30 02:21:09Z", "/ts"),
+        ("ts", "2026-11-30T02:21:09.123+00:00", "/ts"),
+        ("ts", "2026-11-30T02:21:09.123z", "/ts"),
+        ("ts", "2026-13-30T02:21:09.123Z", "/ts"),
+        ("ts", "2026-11-30T02:21:60.000Z", "/ts"),
+        ("ts", 1764469269, "/ts"),
+        ("nonce", "AAAA", "/nonce"),
+        ("nonce", "AAECAwQFBgcICQoLDA0ODw==", "/nonce"),
+        ("nonce", "AAECAwQFBgcICQoLDA0OD+", "/nonce"),
+        ("nonce", "A" * 100, "/nonce"),
+    ],
+)
+def test_malformed_envelopes_are_invalid_input_with_a_pointer(
+    envelope_json: dict[str, Any], path: str, value: Any, pointer: str
+) -> None:
+    with pytest.raises(DomainError) as err:
+        Envelope.from_json(_mutated(envelope_json, path, value))
+    assert err.value.code == "INVALID_INPUT"
+    assert err.value.pointer == pointer
+
+
+@pytest.mark.parametrize(
+    ("value", "pointer"),
+    [
+        (float("nan"), "/action/input/x"),
+        (float("inf"), "/action/input/x"),
+        (2**53, "/action/input/x"),
+        ({"deep": [1, -(2**60)]}, "/action/input/x/deep/1"),
+    ],
+)
+def test_unrepresentable_input_is_rejected_at_parse_time(
+    envelope_json: dict[str, Any], value: Any, pointer: str
+) -> None:
+    envelope_json["action"]["input"]["x"] = value
+    with pytest.raises(DomainError) as err:
+        Envelope.from_json(envelope_json)
+    assert (err.value.code, err.value.pointer) == ("INVALID_INPUT", pointer)
+
+
+def test_a_non_object_is_not_an_envelope() -> None:
+    with pytest.raises(DomainError) as err:
+        Envelope.from_json([1, 2])
+    assert err.value.code == "INVALID_INPUT"
+
+
+def test_build_envelope_draws_a_fresh_nonce_and_formats_ts(alice: KeyPair) -> None:
+    one = build_envelope(NET, "p-1", "$start", "a/b", {"data": {}}, alice.public, NOW)
+    two = build_envelope(NET, "p-1", "$start", "a/b", {"data": {}}, alice.public, NOW)
+    assert one.nonce != two.nonce
+    assert len(b64url_decode(one.nonce)) == 16
+    assert one.ts == "2026-11-30T02:21:09.123Z"
+    assert one.identity() != two.identity()
+
+
+def test_special_actors_are_accepted(alice: KeyPair) -> None:
+    assert is_valid_actor("system")
+    assert is_valid_actor("visitor:0123456789abcdef")
+    assert is_valid_actor(alice.public)
+    assert not is_valid_actor("visitor:0123456789abcdeg")
+    assert not is_valid_actor("System")
+
+
+def test_format_ts_writes_utc_with_milliseconds() -> None:
+    plus_two = timezone(timedelta(hours=2))
+    moment = datetime(2026, 11, 30, 4, 21, 9, 123999, tzinfo=plus_two)
+    assert format_ts(moment) == "2026-11-30T02:21:09.123Z"
+    assert format_ts(datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05.000Z"
+
+
+def test_parse_ts_accepts_zero_to_six_fraction_digits() -> None:
+    assert parse_ts("2026-11-30T02:21:09Z") == datetime(2026, 11, 30, 2, 21, 9, tzinfo=UTC)
+    assert parse_ts("2026-11-30T02:21:09.5Z").microsecond == 500000
+    assert parse_ts("2026-11-30T02:21:09.123456Z").microsecond == 123456
+    with pytest.raises(DomainError):
+        parse_ts("2026-11-30T02:21:09.1234567Z")
+
+
+def test_new_nonce_is_16_random_bytes() -> None:
+    nonces = {new_nonce() for _ in range(100)}
+    assert len(nonces) == 100
+    assert all(len(b64url_decode(n)) == 16 for n in nonces)
+
+
+def test_signed_envelope_round_trips_and_checks_its_signer_and_signature(
+    envelope_json: dict[str, Any], alice: KeyPair
+) -> None:
+    signed = sign_envelope(Envelope.from_json(envelope_json), alice)
+    again = SignedEnvelope.from_json(signed.to_json())
+    assert again == signed
+    for key, bad in (("signer", "system"), ("signature", "AAAA"), ("signature", 5)):
+        obj = signed.to_json()
+        obj[key] = bad
+        with pytest.raises(DomainError) as err:
+            SignedEnvelope.from_json(obj)
+        assert err.value.pointer == f"/{key}"
+    with pytest.raises(DomainError):
+        SignedEnvelope.from_json({"event": envelope_json, "signer": alice.public})

@@ -1,0 +1,132 @@
+"""The migrations build the whole schema on both backends, matching the models."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from persistence_factories import new_process
+from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateward.persistence import UnitOfWorkFactory, init_schema
+from stateward.persistence.db import create_engine, current_revision
+from stateward.persistence.models import Base
+
+EXPECTED_TABLES = {
+    "processes",
+    "events",
+    "workflows",
+    "workflow_versions",
+    "modules",
+    "role_grants",
+    "key_status",
+    "api_tokens",
+    "auth_challenges",
+    "assignments",
+    "schedules",
+    "notifications",
+    "webhooks",
+    "webhook_deliveries",
+    "outbox",
+    "meta",
+}
+
+
+async def test_migrations_create_every_table(engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+    assert tables >= EXPECTED_TABLES
+    assert await current_revision(engine) == "0001"
+
+
+async def test_migrated_schema_matches_the_models(engine: AsyncEngine) -> None:
+    def diff(sync_conn):  # type: ignore[no-untyped-def]
+        context = MigrationContext.configure(sync_conn, opts={"compare_type": True})
+        return compare_metadata(context, Base.metadata)
+
+    async with engine.connect() as conn:
+        assert await conn.run_sync(diff) == []
+
+
+async def test_sla_and_outbox_indexes_are_partial(engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        indexes = await conn.run_sync(lambda c: inspect(c).get_indexes("processes"))
+    names = {i["name"] for i in indexes}
+    assert {"ix_processes_sla_warn_pending", "ix_processes_sla_due_pending"} <= names
+    assert "ix_processes_status_last_event_at" in names
+
+
+async def test_init_schema_twice_changes_nothing(engine: AsyncEngine) -> None:
+    await init_schema(engine)
+    await init_schema(engine)
+    assert await current_revision(engine) == "0001"
+
+
+async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -> None:
+    engine = create_engine(sqlite_db_url)
+    try:
+        async with engine.connect() as conn:
+            mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar_one()
+            fks = (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar_one()
+            sync = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar_one()
+    finally:
+        await engine.dispose()
+    assert (mode, fks, sync) == ("wal", 1, 1)  # synchronous NORMAL == 1
+
+
+async def test_timestamps_come_back_aware_utc(uow_factory: UnitOfWorkFactory) -> None:
+    paris = timezone(timedelta(hours=1))
+    local = datetime(2026, 11, 30, 3, 21, 9, 123456, tzinfo=paris)
+    record = new_process(now=local)
+    async with uow_factory() as uow:
+        await uow.processes.add(record)
+        await uow.commit()
+    async with uow_factory(readonly=True) as uow:
+        loaded = await uow.processes.get(record.id)
+    assert loaded is not None
+    assert loaded.created_at.tzinfo is not None
+    assert loaded.created_at.utcoffset() == timedelta(0)
+    assert loaded.created_at == local
+    assert loaded.created_at == datetime(2026, 11, 30, 2, 21, 9, 123456, tzinfo=UTC)
+
+
+async def test_naive_timestamps_are_refused(uow_factory: UnitOfWorkFactory) -> None:
+    record = new_process(now=datetime(2026, 11, 30, 2, 0, 0))
+    async with uow_factory() as uow:
+        with pytest.raises(Exception, match="naive"):
+            await uow.processes.add(record)
+
+
+async def test_foreign_keys_are_enforced(uow_factory: UnitOfWorkFactory) -> None:
+    from persistence_factories import new_event
+
+    async with uow_factory() as uow:
+        with pytest.raises(Exception, match=r"(?i)foreign key"):
+            await uow.events.append(new_event("no-such-process", 1))
+
+
+async def test_uncommitted_work_is_rolled_back(uow_factory: UnitOfWorkFactory) -> None:
+    record = new_process()
+    async with uow_factory() as uow:
+        await uow.processes.add(record)
+    async with uow_factory(readonly=True) as uow:
+        assert await uow.processes.get(record.id) is None
+        count = (await uow.session.execute(text("SELECT count(*) FROM processes"))).scalar_one()
+    assert count == 0
+
+
+async def test_readers_do_not_wait_for_a_writer(uow_factory: UnitOfWorkFactory) -> None:
+    import asyncio
+
+    record = new_process()
+    async with uow_factory() as writer:
+        await writer.processes.add(record)  # holds the write lock until the block ends
+
+        async def read() -> object:
+            async with uow_factory(readonly=True) as reader:
+                return await reader.processes.get(record.id)
+
+        assert await asyncio.wait_for(read(), timeout=5) is None
