@@ -61,9 +61,9 @@ def available_actions(
         if not holds_role(action, actor):
             continue
         needs_input = reads_input(action.when)
-        if action.when_fn is not None and not needs_input:
-            if not action.when_fn(process.data, {}, actor_value):
-                continue
+        guard = action.when_fn
+        if guard is not None and not needs_input and not guard(process.data, {}, actor_value):
+            continue
         found.append(AvailableAction(action, needs_input))
     return found
 

@@ -43,9 +43,7 @@ class Loaders:
         self.version: DataLoader[tuple[str, int], VersionedDefinition | None] = DataLoader(
             self._versions
         )
-        self.assignments: DataLoader[str, list[AssignmentRecord]] = DataLoader(
-            self._assignments
-        )
+        self.assignments: DataLoader[str, list[AssignmentRecord]] = DataLoader(self._assignments)
         self.last_events: DataLoader[tuple[str, int], list[StoredEvent]] = DataLoader(
             self._last_events
         )
@@ -60,9 +58,7 @@ class Loaders:
             found = await uow.processes.processes_by_ids(ids)
         return [found.get(i) for i in ids]
 
-    async def _versions(
-        self, keys: Sequence[tuple[str, int]]
-    ) -> list[VersionedDefinition | None]:
+    async def _versions(self, keys: Sequence[tuple[str, int]]) -> list[VersionedDefinition | None]:
         stored = [k for k in keys if k[0].rsplit("/", 1)[-1] != BOOTSTRAP]
         records = {}
         if stored:
@@ -70,8 +66,9 @@ class Loaders:
                 records = await uow.workflows.versions_by_keys(stored)
         out: list[VersionedDefinition | None] = []
         for path, version in keys:
-            if path.rsplit("/", 1)[-1] == BOOTSTRAP:
-                out.append(VersionedDefinition(bootstrap_definition(path.rsplit("/", 1)[0]), version))
+            namespace, _, name = path.rpartition("/")
+            if name == BOOTSTRAP:
+                out.append(VersionedDefinition(bootstrap_definition(namespace), version))
                 continue
             record = records.get((path, version))
             if record is None:

@@ -32,7 +32,7 @@ from stateward.domain.errors import (
 )
 from stateward.domain.model import Actor, Outcome, ProcessSnapshot
 from stateward.domain.paths import is_namespace, registry_id
-from stateward.governance.envelope import SignedEnvelope, parse_ts
+from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
 from stateward.governance.verification import verify_envelope
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
@@ -137,18 +137,20 @@ async def _verify_signature(runtime: Runtime, signed: SignedEnvelope, now: datet
 
 
 async def check_revoked(uow: UnitOfWork, signed: SignedEnvelope) -> None:
-    """BAD_SIGNATURE when the signer or the actor key was revoked (or rotated away) at or
-    before the envelope's `ts`; events signed earlier still verify."""
+    """BAD_SIGNATURE when the signer or the actor key is revoked or rotated away.
+
+    Whatever the envelope's `ts` says: a key's revocation is committed before this event,
+    so the event would be recorded after it (a stolen key cannot backdate its way in);
+    the events recorded before the revocation still verify.
+    """
     envelope = signed.envelope
     keys = {k for k in (signed.signer, envelope.actor) if is_public_key(k)}
-    statuses = await uow.keys.statuses(keys)
-    ts = envelope.timestamp
-    for key, status in statuses.items():
+    for key, status in (await uow.keys.statuses(keys)).items():
         since = status.revoked_at or status.rotated_at
-        if since is not None and since <= ts:
+        if since is not None:
             raise DomainError(
                 BAD_SIGNATURE,
-                f"key {key} was {status.status} at {since.isoformat()}, before {envelope.ts}",
+                f"key {key} was {status.status} at {since.isoformat()}",
                 details={"reason": "revoked"},
             )
 
@@ -210,7 +212,9 @@ async def apply_in(
 
 async def actor_in(uow: UnitOfWork, actor_id: str, namespace: str) -> Actor:
     """The actor with the roles it holds in `namespace` (system + every prefix)."""
-    roles = await uow.grants.roles_of(actor_id, namespace) if is_public_key(actor_id) else frozenset()
+    roles = (
+        await uow.grants.roles_of(actor_id, namespace) if is_public_key(actor_id) else frozenset()
+    )
     return Actor(id=actor_id, roles=frozenset(roles), visitor=actor_id.startswith("visitor:"))
 
 
@@ -243,8 +247,3 @@ async def _resubmission(
     if isinstance(error, DomainError):
         raise error
     raise DomainError(CONFLICT, str(error)) from error
-
-
-def event_time(signed: SignedEnvelope) -> datetime:
-    """The envelope's `ts` as an aware UTC datetime."""
-    return parse_ts(signed.envelope.ts)

@@ -33,6 +33,9 @@ from stateward.persistence.records import StoredEvent
 from stateward.runtime.hook_module import check_module
 from stateward.runtime.kernel import ActContext, apply_engine
 
+#: `session.info` key set by `batch.act_many`: workflow paths its batch deploys.
+PENDING_WORKFLOWS = "stateward.pending_workflows"
+
 OPEN_TO_ANY = frozenset({"rotate_key"})
 
 
@@ -66,6 +69,7 @@ async def _validate_workflow(ctx: ActContext) -> None:
     uow = ctx.uow
     deployed = {w.path for w in await uow.workflows.in_namespace(None)}
     deployed.add(str(definition.get("$path")))
+    deployed.update(uow.session.info.get(PENDING_WORKFLOWS, ()))  # act_many: same batch
     module_paths: set[str] = set()
     for ns in _hook_namespaces(definition, ctx.namespace):
         module_paths.update(f"{ns}/{m.name}" for m in await uow.modules.latest_in(ns))

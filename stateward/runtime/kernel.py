@@ -213,6 +213,11 @@ def select_op(envelope: Envelope, *, registry: bool) -> KernelOp:
     if name.startswith("$"):
         op = KERNEL_OPS.get(name)
         if op is None:
+            # The runtime services register their operations when imported.
+            import stateward.runtime.kernel_ops  # noqa: F401
+
+            op = KERNEL_OPS.get(name)
+        if op is None:
             raise DomainError(INVALID_INPUT, f"unknown kernel operation {name!r}",
                               pointer="/action/name")  # fmt: skip
         return op

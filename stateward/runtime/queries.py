@@ -19,6 +19,8 @@ from stateward.persistence.records import (
     GrantRecord,
     ModuleRecord,
     NotificationRecord,
+    OutboxFilter,
+    OutboxRecord,
     ProcessRecord,
     StoredEvent,
     WorkflowVersionRecord,
@@ -133,3 +135,11 @@ async def notification_by_id(
     async with runtime.uow(readonly=True) as uow:
         rows = await uow.notifications.for_recipients(recipients, before_id=ident + 1, limit=1)
     return rows[0] if rows and rows[0].id == ident else None
+
+
+async def outbox_after(
+    runtime: Runtime, cursor: int, where: OutboxFilter, limit: int = 500
+) -> list[OutboxRecord]:
+    """Outbox rows after `cursor` matching `where`, in cursor order (subscription resume)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.outbox.events_after(cursor, where, limit)

@@ -177,11 +177,17 @@ async def list_workflows(runtime: Runtime, namespace: str | None = None) -> list
     """The latest version of every live workflow of `namespace` (all when None), by path."""
     async with runtime.uow(readonly=True) as uow:
         current = await uow.workflows.in_namespace(namespace)
-        records = await uow.workflows.versions_by_keys([(w.path, w.latest_version) for w in current])
+        records = await uow.workflows.versions_by_keys(
+            [(w.path, w.latest_version) for w in current]
+        )
     found = [
         DeployedWorkflow(
-            path=w.path, namespace=w.namespace, name=w.name, version=w.latest_version,
-            latest_version=w.latest_version, hash=records[(w.path, w.latest_version)].hash,
+            path=w.path,
+            namespace=w.namespace,
+            name=w.name,
+            version=w.latest_version,
+            latest_version=w.latest_version,
+            hash=records[(w.path, w.latest_version)].hash,
             definition=runtime.definitions.from_record(records[(w.path, w.latest_version)]),
             created_at=records[(w.path, w.latest_version)].created_at,
         )  # fmt: skip

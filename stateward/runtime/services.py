@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import NOT_FOUND, DomainError
 from stateward.domain.model import Definition
-from stateward.governance.keys import KeyPair
+from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.node_key import load_or_create_node_key
 from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
 from stateward.persistence.records import WorkflowVersionRecord
@@ -108,17 +109,28 @@ class Runtime:
         create_schema: bool = True,
         node_key: KeyPair | None = None,
         engine: AsyncEngine | None = None,
+        register_node: bool = True,
     ) -> Runtime:
         """Connect, migrate (unless `create_schema=False`), load or create the node key,
-        read (or fix) the deployment's `net` id and register the node key as trusted."""
+        read (or fix) the deployment's `net` id and register the node key as trusted.
+
+        `register_node=False` (read-only tools such as `verify`) neither writes the node
+        key's public key to the trusted list nor creates a missing key file: an ephemeral
+        key stands in.
+        """
         own_engine = engine is None
         engine = engine or create_engine(settings.database_url)
         try:
             if create_schema:
                 await init_schema(engine)
-            key = node_key or load_or_create_node_key(default_node_key_path(settings))
+            if node_key is not None:
+                key = node_key
+            elif register_node or default_node_key_path(settings).exists():
+                key = load_or_create_node_key(default_node_key_path(settings))
+            else:
+                key = generate_keypair()
             factory = UnitOfWorkFactory.from_engine(engine)
-            net, trusted = await _deployment_facts(factory, key.public)
+            net, trusted = await _deployment_facts(factory, key.public, register=register_node)
         except BaseException:
             if own_engine:
                 await engine.dispose()
@@ -169,7 +181,9 @@ class Runtime:
             except Exception:
                 log.exception("automation of %s failed", process_id)
 
-    async def definition(self, uow: UnitOfWork, path: str, version: int | None = None) -> Definition:
+    async def definition(
+        self, uow: UnitOfWork, path: str, version: int | None = None
+    ) -> Definition:
         """The definition of `path` at `version` (latest when None; bootstraps built in).
 
         Raises NOT_FOUND when the path (or that version) was never deployed, or when the
@@ -205,13 +219,25 @@ def _parse_list(text: str | None) -> set[str]:
     return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
 
 
-async def _deployment_facts(factory: UnitOfWorkFactory, node_public: str) -> tuple[str, frozenset[str]]:
-    """(`net`, trusted signers): fixes `net` on first use and records this node's key."""
-    async with factory() as uow:
-        net = await uow.meta.get_or_create(NET_KEY, uuid.uuid4().hex)
-        trusted = _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY))
-        if node_public not in trusted:
-            trusted.add(node_public)
-            await uow.meta.set(TRUSTED_SIGNERS_KEY, json.dumps(sorted(trusted)))
-        await uow.commit()
-    return net, frozenset(trusted)
+async def _deployment_facts(
+    factory: UnitOfWorkFactory, node_public: str, *, register: bool = True
+) -> tuple[str, frozenset[str]]:
+    """(`net`, trusted signers): fixes `net` on first use and records this node's key.
+
+    Two nodes starting at once on PostgreSQL may race on the trusted list: the loser of
+    the insert retries on the fresh value.
+    """
+    for attempt in range(5):
+        try:
+            async with factory() as uow:
+                net = await uow.meta.get_or_create(NET_KEY, uuid.uuid4().hex)
+                trusted = _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY))
+                if register and node_public not in trusted:
+                    trusted.add(node_public)
+                    await uow.meta.set(TRUSTED_SIGNERS_KEY, json.dumps(sorted(trusted)))
+                await uow.commit()
+            return net, frozenset(trusted | {node_public})
+        except IntegrityError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")

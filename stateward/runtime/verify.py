@@ -113,8 +113,14 @@ class _ProcessCheck:
         events = await self.uow.events.for_process(self.record.id)
         self.report.events_checked += len(events)
         for p in verify_chain(
-            ChainLink(e.process_id, e.seq, e.prev_hash or GENESIS_PREV, e.hash,
-                      e.envelope.encode("utf-8"), e.signature)  # fmt: skip
+            ChainLink(
+                e.process_id,
+                e.seq,
+                e.prev_hash or GENESIS_PREV,
+                e.hash,
+                e.envelope.encode("utf-8"),
+                e.signature,
+            )  # fmt: skip
             for e in events
         ):
             self.problem(p.seq, p.code, p.message)
@@ -130,7 +136,9 @@ class _ProcessCheck:
         if self.record.kind == REGISTRY:
             await self._registry_rows()
 
-    def _envelope(self, event: StoredEvent, statuses: dict[str, KeyStatusRecord]) -> Envelope | None:
+    def _envelope(
+        self, event: StoredEvent, statuses: dict[str, KeyStatusRecord]
+    ) -> Envelope | None:
         """Parse and check one stored envelope; None (with problems) when unusable."""
         try:
             envelope = Envelope.from_json(loads_strict(event.envelope))

@@ -105,14 +105,13 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     """Write the event of `ctx` with its `outcome` and every consequence (no commit)."""
     uow, envelope = ctx.uow, ctx.envelope
     event_ts = envelope.timestamp
-    record = next_process(ctx, outcome, event_ts)
-    if ctx.process is None:
-        await uow.processes.add(record)
     prev = ctx.process.head_hash if ctx.process and ctx.process.head_hash else GENESIS_PREV
     canonical = envelope.canonical()
     digest = event_hash(prev, canonical, ctx.signed.signature)
-    record = replace(record, head_hash=digest)
-    if ctx.process is not None:
+    record = replace(next_process(ctx, outcome, event_ts), head_hash=digest)
+    if ctx.process is None:
+        await uow.processes.add(record)
+    else:
         await uow.processes.update(record, expected_seq=ctx.process.seq)
     stored = await uow.events.append(
         StoredEvent(
@@ -137,7 +136,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
         await write(stored)
     written = Written(event=stored, process=record, outcome=outcome)
     assignment_ids = await _effects(ctx, outcome, record, written)
-    written.outbox = await _outbox(ctx, outcome, record, assignment_ids)
+    written.outbox.extend(await _outbox(ctx, outcome, record, assignment_ids))
     return written
 
 

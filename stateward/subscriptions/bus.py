@@ -47,6 +47,8 @@ MAX_MESSAGE_BYTES = 7999  # PostgreSQL NOTIFY limit; §9 payloads stay under 4 K
 log = logging.getLogger(__name__)
 
 OnReconnect = Callable[[], Awaitable[None] | None]
+#: Receives every decoded bus message instead of the fan-out (the relay's sequencer).
+OnMessage = Callable[[Payload], None]
 
 
 class BusUnavailable(ConnectionError):
@@ -91,6 +93,7 @@ class EventBus:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         client_name: str = "stateward-bus",
+        on_message: OnMessage | None = None,
     ) -> None:
         make_backend(url)  # validate the URL now, not at start()
         self.url = url
@@ -99,6 +102,9 @@ class EventBus:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.client_name = client_name
+        #: When set, decoded messages go here (which re-injects them with `deliver_local`,
+        #: e.g. in cursor order) instead of straight to the local fan-out.
+        self.on_message = on_message
         self.fanout = Fanout()
         self.reconnects = 0
         self.decoded = 0
@@ -221,7 +227,10 @@ class EventBus:
             log.warning("dropping non-object bus message: %.80r", text)
             return
         self.decoded += 1
-        self.fanout.dispatch(payload)
+        if self.on_message is not None:
+            self.on_message(payload)
+        else:
+            self.fanout.dispatch(payload)
 
     async def _reconnect(self) -> _Epoch:
         delay = self.backoff_initial

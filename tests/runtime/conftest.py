@@ -75,9 +75,7 @@ def operator() -> KeyPair:
 @pytest.fixture
 async def runtime(db_url: str, clock: ManualClock) -> AsyncIterator[Runtime]:
     """A runtime on the test's fresh database (schema migrated, not initialized)."""
-    rt = await Runtime.open(
-        Settings(database_url=db_url), clock=clock, node_key=generate_keypair()
-    )
+    rt = await Runtime.open(Settings(database_url=db_url), clock=clock, node_key=generate_keypair())
     yield rt
     await rt.close()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import ONBOARDING
+
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope, build_envelope
 from stateward.governance.keys import KeyPair, generate_keypair

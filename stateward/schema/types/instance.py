@@ -15,8 +15,8 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.persistence.records import AssignmentRecord, ProcessRecord, StoredEvent
-from stateward.schema.base import JSON
 from stateward.schema.ids import to_global_id
+from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
 

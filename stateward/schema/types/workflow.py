@@ -16,8 +16,8 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.domain.model import ActionDef, Definition, StateDef
-from stateward.schema.base import JSON
 from stateward.schema.ids import to_global_id
+from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
 
@@ -96,10 +96,18 @@ class State(Node):
             return []
         return [
             FormField(
-                name=f.name, type=f.type, required=f.required, label=f.label, help=f.help,
-                min=f.min, max=f.max, min_length=f.min_length, max_length=f.max_length,
-                pattern=f.pattern, options=list(f.options) if f.options is not None else None,
-            )  # fmt: skip
+                name=f.name,
+                type=f.type,
+                required=f.required,
+                label=f.label,
+                help=f.help,
+                min=f.min,
+                max=f.max,
+                min_length=f.min_length,
+                max_length=f.max_length,
+                pattern=f.pattern,
+                options=list(f.options) if f.options is not None else None,
+            )
             for f in form.fields
         ]
 
@@ -118,11 +126,7 @@ class State(Node):
     @strawberry.field(description="Actions that can be taken from this state.")
     def outgoing(self) -> list[Action]:
         d, v = self._definition, self._version
-        return [
-            Action.from_domain(d, v, a)
-            for a in d.actions.values()
-            if leaves(a, self._state)
-        ]
+        return [Action.from_domain(d, v, a) for a in d.actions.values() if leaves(a, self._state)]
 
 
 def leaves(action: ActionDef, state: StateDef) -> bool:
@@ -224,10 +228,18 @@ class Graph:
         states = definition.states
         nodes = [
             GraphNode(
-                id=s.key, key=s.key, label=s.label, ordinal=s.ordinal, audience=s.audience,
-                terminal=s.terminal, initial=s.key == definition.initial, assign=s.assign,
-                sla_seconds=s.sla_seconds, mode=s.mode, hook=s.hook,
-            )  # fmt: skip
+                id=s.key,
+                key=s.key,
+                label=s.label,
+                ordinal=s.ordinal,
+                audience=s.audience,
+                terminal=s.terminal,
+                initial=s.key == definition.initial,
+                assign=s.assign,
+                sla_seconds=s.sla_seconds,
+                mode=s.mode,
+                hook=s.hook,
+            )
             for s in states.values()
         ]
         edges = []
@@ -238,11 +250,16 @@ class Graph:
                 target = a.to or s.key
                 edges.append(
                     GraphEdge(
-                        id=f"{a.key}:{s.key}->{target}", action=a.key, label=a.label,
-                        source=s.key, target=target, roles=list(a.roles),
-                        guarded=a.when is not None, generated=a.generated,
+                        id=f"{a.key}:{s.key}->{target}",
+                        action=a.key,
+                        label=a.label,
+                        source=s.key,
+                        target=target,
+                        roles=list(a.roles),
+                        guarded=a.when is not None,
+                        generated=a.generated,
                         self_effect=a.to is None,
-                    )  # fmt: skip
+                    )
                 )
         return cls(nodes=nodes, edges=edges)
 

@@ -1,0 +1,210 @@
+"""Reads and conditional writes of the kernel runtime services (DESIGN §7).
+
+The periodic sweeps find their candidates here with indexed range queries whose cost
+does not grow with the rows that are not due: SLA deadlines through the partial indexes
+`ix_processes_sla_*_pending` (their predicate is repeated literally so SQLite can use
+them; a fired mark takes the row out of the index), idle instances through
+`(status, last_event_at)`, timers through `(status, due_at)`. Candidates are only hints:
+the event that acts on one re-checks it inside its own transaction, and the marks written
+here are conditional updates, so among concurrent scanners each fires exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, false, or_, select, text, update
+
+from stateward.persistence.base import Repository, to_record
+from stateward.persistence.models import LIVE
+from stateward.persistence.models_ops import Assignment, Notification, Schedule, WebhookDelivery
+from stateward.persistence.processes import P
+from stateward.persistence.records import (
+    AssignmentRecord,
+    DeliveryRecord,
+    NotificationRecord,
+    ScheduleRecord,
+)
+from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
+
+A = cast(Table, Assignment.__table__)
+S = cast(Table, Schedule.__table__)
+D = cast(Table, WebhookDelivery.__table__)
+N = cast(Table, Notification.__table__)
+WARNING = "warning"
+BREACH = "breach"
+SYSTEM_NAMESPACE = "system"
+#: kind -> (deadline column, fired-mark column); the partial indexes hold unfired rows.
+SLA_COLUMNS: dict[str, tuple[Any, Any]] = {
+    WARNING: (P.c.sla_warn_at, P.c.sla_warned_at),
+    BREACH: (P.c.sla_due_at, P.c.sla_breached_at),
+}
+
+
+@dataclass(frozen=True)
+class SlaCandidate:
+    """A process whose SLA `kind` deadline is due (a hint for the scanner)."""
+
+    kind: str
+    process_id: str
+    workflow: str
+    state: str
+    deadline: datetime
+
+
+def sla_columns(kind: str) -> tuple[Any, Any]:
+    """(deadline, mark) columns of an SLA kind; ValueError for anything else."""
+    if kind not in SLA_COLUMNS:
+        raise ValueError(f"unknown SLA kind {kind!r}: use 'warning' or 'breach'")
+    return SLA_COLUMNS[kind]
+
+
+def namespace_scope(column: Any, namespaces: Sequence[str]) -> Any:
+    """`column` is one of `namespaces` or below one (`system` covers everything)."""
+    if SYSTEM_NAMESPACE in namespaces:
+        return text("1 = 1")
+    if not namespaces:
+        return false()
+    return or_(*(or_(column == n, column.like(f"{n}/%")) for n in namespaces))
+
+
+class KernelRepository(Repository):
+    """Candidates of the sweeps, their conditional marks, queues and delivery listings."""
+
+    async def due_sla(self, kind: str, now: datetime, limit: int) -> list[SlaCandidate]:
+        """Live processes whose `kind` deadline passed and has not fired, earliest first:
+        a range scan of the pending-only partial index (cost independent of the rest)."""
+        deadline, mark = sla_columns(kind)
+        stmt = (
+            select(P.c.id, P.c.workflow, P.c.state, deadline)
+            .where(deadline <= now, mark.is_(None), text(LIVE))
+            .order_by(deadline)
+            .limit(limit)
+        )
+        return [SlaCandidate(kind, *row) for row in await self.session.execute(stmt)]
+
+    async def mark_sla(
+        self, process_id: str, kind: str, now: datetime, last_event_at: datetime
+    ) -> bool:
+        """Record that `kind` fired (only if still unfired: True = this call won), which
+        takes the row out of the pending index; `last_event_at` is kept as it was (an SLA
+        event is bookkeeping, not activity that would postpone staleness)."""
+        _, mark = sla_columns(kind)
+        stmt = (
+            update(P)
+            .where(P.c.id == process_id, mark.is_(None))
+            .values({mark.name: now, "last_event_at": last_event_at})
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def idle_instances(self, cutoff: datetime, limit: int) -> list[str]:
+        """Active instances with no event since `cutoff`, longest idle first."""
+        stmt = (
+            select(P.c.id)
+            .where(P.c.status == "active", P.c.last_event_at < cutoff, P.c.kind == "instance")
+            .order_by(P.c.last_event_at)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def set_entry_token(self, process_id: str, token_hash: str) -> None:
+        """Store the sha256 of an instance's entry token (replacing the previous one)."""
+        stmt = update(P).where(P.c.id == process_id).values(entry_token_hash=token_hash)
+        await self.session.execute(stmt)
+
+    async def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]:
+        """Pending timers due at `now`, earliest first (a hint: firing re-checks)."""
+        stmt = (
+            select(S)
+            .where(S.c.status == PENDING, S.c.due_at <= now)
+            .order_by(S.c.due_at, S.c.id)
+            .limit(limit)
+        )
+        return [to_record(ScheduleRecord, r) for r in await self.session.execute(stmt)]
+
+    async def schedule(self, schedule_id: int) -> ScheduleRecord | None:
+        """One timer by id, or None."""
+        row = (await self.session.execute(select(S).where(S.c.id == schedule_id))).one_or_none()
+        return None if row is None else to_record(ScheduleRecord, row)
+
+    async def close_schedule(
+        self, schedule_id: int, status: str, now: datetime, node: str, detail: str | None = None
+    ) -> bool:
+        """pending -> `status` (fired | not_applicable), conditionally: True = this call won."""
+        if status not in (FIRED, NOT_APPLICABLE):
+            raise ValueError(f"a timer closes as fired or not_applicable, not {status!r}")
+        stmt = (
+            update(S)
+            .where(S.c.id == schedule_id, S.c.status == PENDING)
+            .values(status=status, fired_at=now, claimed_by=node, claimed_at=now, detail=detail)
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def assignment_queue(
+        self,
+        *,
+        namespaces: Sequence[str],
+        team: str | None = None,
+        assignee: str | None = None,
+        status: str | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[AssignmentRecord]:
+        """Assignments of instances in `namespaces` (or below), oldest first, keyset-paged."""
+        stmt = (
+            select(A)
+            .join(P, P.c.id == A.c.process_id)
+            .where(namespace_scope(P.c.namespace, namespaces))
+            .order_by(A.c.created_at, A.c.id)
+            .limit(limit)
+        )
+        if team is not None:
+            stmt = stmt.where(A.c.team == team)
+        if assignee is not None:
+            stmt = stmt.where(A.c.assignee == assignee)
+        if status is not None:
+            stmt = stmt.where(A.c.status == status)
+        if after is not None:
+            created, aid = after
+            stmt = stmt.where(
+                or_(A.c.created_at > created, and_(A.c.created_at == created, A.c.id > aid))
+            )
+        return [to_record(AssignmentRecord, r) for r in await self.session.execute(stmt)]
+
+    async def deliveries(
+        self, namespace: str | None = None, *, limit: int = 100
+    ) -> list[DeliveryRecord]:
+        """Webhook deliveries (of one namespace when given), newest first."""
+        stmt = select(D).order_by(D.c.id.desc()).limit(limit)
+        if namespace is not None:
+            stmt = stmt.where(D.c.namespace == namespace)
+        return [to_record(DeliveryRecord, r) for r in await self.session.execute(stmt)]
+
+    async def notifications_for(
+        self,
+        actor: str,
+        teams: Sequence[tuple[str, str]],
+        *,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[NotificationRecord]:
+        """The notifications of `actor` and of its teams, newest first.
+
+        `teams` are (namespace, role) grants: a `team:<role>` notification is the actor's
+        when it concerns that namespace or one below it (`system` grants cover all).
+        """
+        mine = [N.c.recipient == actor]
+        for namespace, role in teams:
+            mine.append(
+                and_(
+                    N.c.recipient == f"team:{role}",
+                    namespace_scope(N.c.namespace, [namespace]),
+                )
+            )
+        stmt = select(N).where(or_(*mine)).order_by(N.c.id.desc()).limit(limit)
+        if before_id is not None:
+            stmt = stmt.where(N.c.id < before_id)
+        return [to_record(NotificationRecord, r) for r in await self.session.execute(stmt)]

@@ -1,0 +1,139 @@
+"""Kernel resolvers: review queues, assignments, notifications and public entry.
+
+Writes call the kernel services of `stateward.runtime.assignments` / `.public`, imported
+lazily so the schema builds (and the rest of the API works) before those modules exist.
+Queue and notification reads go through `assignments.list_assignments`/`my_assignments`
+and `notifications.list_notifications` (keyset-paged: they return `first + 1` rows).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.persistence.records import AssignmentRecord
+from stateward.resolvers.context import client_ip, runtime, viewer
+from stateward.schema.ids import local_id
+from stateward.schema.types.connection import MAX_FIRST, Connection, decode_cursor, page_size
+from stateward.schema.types.instance import Assignment
+from stateward.schema.types.public import PublicEntry, PublicView
+from stateward.schema.types.results import Notification
+
+
+def _service(module: str, name: str) -> Any:
+    """`stateward.runtime.<module>.<name>`, imported on first use."""
+    return getattr(importlib.import_module(f"stateward.runtime.{module}"), name)
+
+
+def _assignment(result: Any) -> Assignment:
+    """Map what a kernel service returned (a record, or a result holding one)."""
+    record = result if isinstance(result, AssignmentRecord) else result.assignment
+    return Assignment.from_record(record)
+
+
+async def team_queue(
+    info: Info, team: str, status: str | None, first: int | None, after: str | None
+) -> Connection[Assignment]:
+    """`Query.assignments(team, status)`: a team's queue in the viewer's namespaces."""
+    fn = _service("assignments", "list_assignments")
+    limit = page_size(first)
+    rows = await fn(runtime(info), viewer(info), team, status, limit, after)
+    return _page(rows, limit, after)
+
+
+async def my_queue(
+    info: Info, status: str | None, first: int | None, after: str | None
+) -> Connection[Assignment]:
+    """`Query.myAssignments`: assignments the viewer claimed (any status unless given)."""
+    fn = _service("assignments", "my_assignments")
+    limit = page_size(first)
+    rows = await fn(runtime(info), viewer(info), status, limit, after)
+    return _page(rows, limit, after)
+
+
+def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Connection[Assignment]:
+    return Connection.from_page(
+        rows, limit, key=lambda a: (a.created_at.isoformat(), a.id),
+        has_previous=after is not None, wrap=Assignment.from_record,
+    )  # fmt: skip
+
+
+async def notifications(
+    info: Info, first: int | None, after: str | None, unread_only: bool
+) -> Connection[Notification]:
+    """`Query.notifications`: the viewer's and its teams', newest first."""
+    fn = _service("notifications", "list_notifications")
+    before = None
+    if after is not None:
+        values = decode_cursor(after)
+        if not values or not isinstance(values[0], int):
+            raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+        before = values[0]
+    limit = page_size(first)
+    rows = await fn(runtime(info), viewer(info), min(limit + 1, MAX_FIRST), before)
+    if unread_only:
+        rows = [n for n in rows if n.read_at is None]
+    return Connection.from_page(
+        rows, limit, key=lambda n: (n.id,), has_previous=after is not None,
+        wrap=Notification.from_record,
+    )  # fmt: skip
+
+
+async def claim(info: Info, ident: str) -> Assignment:
+    """`claimAssignment(id)`."""
+    fn = _service("assignments", "claim_assignment")
+    return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
+
+
+async def unclaim(info: Info, ident: str) -> Assignment:
+    """`unclaimAssignment(id)`."""
+    fn = _service("assignments", "unclaim_assignment")
+    return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
+
+
+async def complete(info: Info, ident: str, review_data: Any, action: str | None) -> Assignment:
+    """`completeAssignment(id, reviewData, action)`: review + action in one event."""
+    fn = _service("assignments", "complete_assignment")
+    data = dict(review_data) if isinstance(review_data, Mapping) else review_data
+    result = await fn(
+        runtime(info), viewer(info).actor, local_id(ident, "Assignment"), data, action
+    )
+    return _assignment(result)
+
+
+async def cancel(info: Info, ident: str) -> Assignment:
+    """`cancelAssignment(id)`."""
+    fn = _service("assignments", "cancel_assignment")
+    return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
+
+
+async def issue_entry_token(info: Info, instance: str) -> str:
+    """`issueEntryToken(instance)`: a visitor token for a started instance."""
+    fn = _service("public", "issue_entry_token")
+    result = await fn(runtime(info), viewer(info).actor, local_id(instance, "Instance"))
+    return result if isinstance(result, str) else str(result.token)
+
+
+async def start_public(info: Info, workflow: str, data: Any) -> PublicEntry:
+    """`startPublic(workflow, data)`: anyone may start a workflow whose initial is public."""
+    fn = _service("public", "start_public")
+    result = await fn(runtime(info), workflow, data or {}, ip=client_ip(info))
+    token, view = result if isinstance(result, tuple) else (result.token, result.view)
+    return PublicEntry(token=token, view=PublicView.from_domain(view))
+
+
+async def public_entry(info: Info, token: str) -> PublicView:
+    """`Query.publicEntry(token)`: the visitor's view of its instance."""
+    fn = _service("public", "public_view")
+    return PublicView.from_domain(await fn(runtime(info), token, ip=client_ip(info)))
+
+
+async def advance_public(info: Info, token: str, action: str | None, input: Any) -> PublicView:
+    """`advancePublic(token, action, input)`: a visitor acts on its current step."""
+    fn = _service("public", "advance_public")
+    view = await fn(runtime(info), token, action, input or {}, ip=client_ip(info))
+    return PublicView.from_domain(view)

@@ -1,0 +1,215 @@
+"""Query resolvers: read context, call one runtime read service, map to schema types.
+
+Reads are limited to namespaces where the viewer holds a role; anything else looks like a
+missing object (NOT_FOUND), so other tenants' ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain.definition import validate_definition
+from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
+from stateward.governance.envelope import parse_ts
+from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
+from stateward.resolvers.loaders import loaders
+from stateward.runtime import queries, registry
+from stateward.runtime.queries import InstanceQuery
+from stateward.schema.ids import local_id
+from stateward.schema.types.connection import Connection, decode_cursor, page_size
+from stateward.schema.types.instance import Actor, Event, Instance
+from stateward.schema.types.registry import Registry
+from stateward.schema.types.results import ValidationReport, Verification
+from stateward.schema.types.workflow import Workflow
+
+
+def _namespace_of_path(path: str) -> str:
+    if not is_canonical_path(path) and not path.endswith("/bootstrap"):
+        raise DomainError(INVALID_INPUT, f"{path!r} is not a canonical workflow path",
+                          pointer="/path")  # fmt: skip
+    return split_path(path)[0]
+
+
+def viewer_actor(info: Info) -> Actor | None:
+    """`Query.viewer`: the authenticated actor, or null for anonymous callers."""
+    found = viewer_or_none(info)
+    return None if found is None else Actor(id=found.actor)
+
+
+async def actor_roles(info: Info, actor: str, namespace: str) -> list[str]:
+    """`Actor.roles(namespace)`: the viewer's own from its grants, others' from the runtime."""
+    me = viewer(info)
+    if actor == me.actor:
+        return sorted(me.roles_in(namespace))
+    require_read(info, namespace, f"namespace {namespace}")
+    return sorted(await registry.roles_of(runtime(info), actor, namespace))
+
+
+def actor_namespaces(info: Info, actor: str) -> list[str]:
+    """`Actor.namespaces`: where the viewer holds grants (empty for other actors)."""
+    me = viewer(info)
+    return sorted({g.namespace for g in me.grants}) if actor == me.actor else []
+
+
+async def namespaces(info: Info) -> list[str]:
+    """`Query.namespaces`: namespaces the viewer may read, sorted."""
+    me = viewer(info)
+    return me.readable(await queries.instance_namespaces(runtime(info)))
+
+
+async def registry_of(info: Info, namespace: str) -> Registry:
+    """`Query.registry(namespace)`."""
+    if not is_namespace(namespace):
+        raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
+    require_read(info, namespace, f"registry {namespace}")
+    facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
+    seq = facts.process.seq if facts.process is not None else None
+    return Registry.from_records(
+        namespace, registry_id(namespace), seq, facts.members, facts.modules
+    )
+
+
+async def workflow(info: Info, path: str, version: int | None) -> Workflow:
+    """`Query.workflow(path, version)`: the latest version unless one is named."""
+    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    found = await registry.get_workflow(runtime(info), path, version)
+    if found is None:
+        raise DomainError(NOT_FOUND, f"workflow {path} (version {version or 'latest'}) "
+                          "does not exist")  # fmt: skip
+    return Workflow.from_domain(found.definition, found.version, found.created_at, found.removed)
+
+
+async def workflows(
+    info: Info, namespace: str | None, first: int | None, after: str | None
+) -> Connection[Workflow]:
+    """`Query.workflows(namespace)`: latest versions, by path, in readable namespaces."""
+    me = viewer(info)
+    if namespace is not None:
+        require_read(info, namespace, f"namespace {namespace}")
+    found = await registry.list_workflows(runtime(info), namespace)
+    visible = [w for w in found if me.can_read(w.namespace)]
+    return Connection.from_list(
+        visible, first, after, key=lambda w: (w.path,),
+        wrap=lambda w: Workflow.from_domain(w.definition, w.version, w.created_at),
+    )  # fmt: skip
+
+
+async def workflow_versions(
+    info: Info, path: str, first: int | None, after: str | None
+) -> Connection[Workflow]:
+    """`Workflow.versions`: every stored version of the path, oldest first."""
+    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    rt = runtime(info)
+    rows = await queries.workflow_versions(rt, path)
+    return Connection.from_list(
+        rows, first, after, key=lambda r: (r.version,),
+        wrap=lambda r: Workflow.from_domain(rt.definitions.from_record(r), r.version,
+                                            r.created_at),
+    )  # fmt: skip
+
+
+async def workflow_analytics(info: Info, path: str) -> Any:
+    """`Workflow.analytics`: the runtime's analytics of `path` (null until it exists)."""
+    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    try:
+        from stateward.runtime import analytics  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return await analytics.workflow_analytics(runtime(info), path)
+
+
+async def instance(info: Info, ident: str) -> Instance:
+    """`Query.instance(id)`: by UUID or node id; NOT_FOUND when not visible."""
+    pid = local_id(ident, "Instance")
+    found = await loaders(info).process.load(pid)
+    if found is None or found.kind != "instance":
+        raise DomainError(NOT_FOUND, f"instance {pid} does not exist or is not visible to you")
+    require_read(info, found.namespace, f"instance {pid}")
+    return Instance.from_record(found)
+
+
+def _keyset(after: str | None) -> Any:
+    if after is None:
+        return None
+    values = decode_cursor(after)
+    try:
+        return parse_ts(values[0]), str(values[1])
+    except (IndexError, TypeError, ValueError, DomainError) as error:
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from error
+
+
+async def instances(
+    info: Info, first: int | None, after: str | None, *, namespace: str | None = None,
+    workflow: str | None = None, state: str | None = None, status: str | None = None,
+    parent: str | None = None,
+) -> Connection[Instance]:  # fmt: skip
+    """`Query.instances(filter)`: oldest first, only in namespaces the viewer may read."""
+    me = viewer(info)
+    scope = namespace or (_namespace_of_path(workflow) if workflow else None)
+    if scope is not None:
+        require_read(info, scope, f"namespace {scope}")
+        allowed: list[str] | None = None
+    else:
+        rt_namespaces = await queries.instance_namespaces(runtime(info))
+        allowed = None if me.is_admin else me.readable(rt_namespaces)
+    limit = page_size(first)
+    query = InstanceQuery(namespace, workflow, state, status,
+                          local_id(parent, "Instance") if parent else None)  # fmt: skip
+    rows = await queries.list_instances(
+        runtime(info), query, namespaces=allowed, after=_keyset(after), limit=limit + 1
+    )
+    for row in rows:
+        loaders(info).prime_process(row)
+    return Connection.from_page(
+        rows, limit, key=lambda p: (p.created_at.isoformat(), p.id),
+        has_previous=after is not None, wrap=Instance.from_record,
+    )  # fmt: skip
+
+
+async def process_events(
+    info: Info, process: str, first: int | None, after: str | None
+) -> Connection[Event]:
+    """`Query.events(process)` / `Instance.events`: a process's log in seq order."""
+    pid = local_id(process, "Instance")
+    found = await loaders(info).process.load(pid)
+    if found is None:
+        raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
+    require_read(info, found.namespace, f"process {pid}")
+    limit = page_size(first)
+    after_seq = 0
+    if after is not None:
+        values = decode_cursor(after)
+        if not values or not isinstance(values[0], int):
+            raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+        after_seq = values[0]
+    rows = await queries.process_events(runtime(info), pid, after_seq=after_seq, limit=limit + 1)
+    return Connection.from_page(
+        rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0, wrap=Event.from_record
+    )
+
+
+async def verify_process(info: Info, ident: str) -> Verification:
+    """`Query.verifyProcess(id)`: signatures, chain and replay of one process."""
+    from stateward.runtime.verify import verify
+
+    pid = local_id(ident, "Instance")
+    found = await loaders(info).process.load(pid)
+    if found is None:
+        raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
+    require_read(info, found.namespace, f"process {pid}")
+    return Verification.from_domain(await verify(runtime(info), pid))
+
+
+async def validate(info: Info, definition: Any) -> ValidationReport:
+    """`Query.validateWorkflow(definition)`: every error and warning, nothing stored.
+
+    With a viewer, spawn targets are checked against the deployed paths; anonymous
+    callers get the shape checks only (no deployment facts are revealed).
+    """
+    deployed = None
+    if viewer_or_none(info) is not None:
+        deployed = {w.path for w in await registry.list_workflows(runtime(info))}
+    return ValidationReport.from_domain(validate_definition(definition, deployed=deployed))

@@ -1,0 +1,178 @@
+"""Mutation resolvers: every change becomes an envelope on the runtime's one path.
+
+Bearer-token callers get server-attested envelopes (built and signed by the node key on
+their behalf); `submitEvent` takes an envelope the client signed itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain import events as ev
+from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.paths import is_canonical_path, registry_id
+from stateward.resolvers.context import runtime, viewer
+from stateward.runtime import auth, commands, queries, registry
+from stateward.runtime.act import ActResult, act, parse_signed
+from stateward.schema.ids import local_id
+from stateward.schema.types.instance import Instance
+from stateward.schema.types.registry import Registry
+from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session
+from stateward.schema.types.workflow import Workflow
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DomainError(INVALID_INPUT, f"{name} must be a JSON object", pointer=f"/{name}")
+    return dict(value)
+
+
+async def auth_challenge(info: Info, public_key: str) -> Challenge:
+    """`authChallenge(publicKey)`."""
+    challenge, expires = await auth.auth_challenge(runtime(info), public_key)
+    return Challenge(challenge=challenge, expires_at=expires)
+
+
+async def auth_login(info: Info, public_key: str, challenge: str, signature: str) -> Session:
+    """`authLogin(publicKey, challenge, signature)`."""
+    token, actor, expires = await auth.auth_login(runtime(info), public_key, challenge, signature)
+    return Session(token=token, actor=actor, expires_at=expires)
+
+
+async def create_api_token(
+    info: Info, label: str | None, actor: str | None, ttl_seconds: float | None
+) -> ApiToken:
+    """`createApiToken(label, actor)`: for the viewer, or (system admin) for `actor`."""
+    me = viewer(info)
+    token, label, expires = await auth.create_api_token(
+        runtime(info), me, label=label, actor=actor, ttl_seconds=ttl_seconds
+    )
+    return ApiToken(token=token, label=label, actor=actor or me.actor, expires_at=expires)
+
+
+async def submit_event(info: Info, event: Any, signature: str, signer: str) -> ActionResult:
+    """`submitEvent(event, signature, signer)`: a client-signed envelope, as is."""
+    signed = parse_signed({"event": event, "signature": signature, "signer": signer})
+    return ActionResult.from_domain(await act(runtime(info), signed, attested=False))
+
+
+def deployed_version(result: ActResult) -> int | None:
+    """The version a deployment event created (from its `workflow.deployed` message)."""
+    for row in result.outbox:
+        if row.type == ev.WORKFLOW_DEPLOYED and isinstance(row.payload.get("version"), int):
+            return int(row.payload["version"])
+    return None
+
+
+async def _deployed(info: Info, path: str, result: ActResult) -> Workflow:
+    found = await registry.get_workflow(runtime(info), path, deployed_version(result))
+    if found is None:
+        raise DomainError(NOT_FOUND, f"workflow {path} was not stored")
+    return Workflow.from_domain(found.definition, found.version, found.created_at)
+
+
+def _path_of(definition: dict[str, Any]) -> str:
+    return str(definition.get("$path", ""))
+
+
+async def add_workflow(info: Info, definition: Any) -> Workflow:
+    """`addWorkflow(definition)`: version 1 of a new path."""
+    source = _object(definition, "definition")
+    result = await registry.deploy_workflow(runtime(info), viewer(info).actor, source)
+    return await _deployed(info, _path_of(source), result)
+
+
+async def update_workflow(info: Info, definition: Any) -> Workflow:
+    """`updateWorkflow(definition)`: the next version of an existing path."""
+    source = _object(definition, "definition")
+    result = await registry.update_workflow(runtime(info), viewer(info).actor, source)
+    return await _deployed(info, _path_of(source), result)
+
+
+async def remove_workflow(info: Info, path: str) -> bool:
+    """`removeWorkflow(path)`."""
+    await registry.remove_workflow(runtime(info), viewer(info).actor, path)
+    return True
+
+
+async def clone_workflow(info: Info, source: str, target: str) -> Workflow:
+    """`cloneWorkflow(source, target)`: deploy the latest `source` definition at `target`."""
+    if not is_canonical_path(target):
+        raise DomainError(INVALID_INPUT, f"{target!r} is not a canonical path", pointer="/target")
+    original = await registry.get_workflow(runtime(info), source)
+    if original is None:
+        raise DomainError(NOT_FOUND, f"workflow {source} does not exist")
+    copy = {**dict(original.definition.source), "$path": target}
+    result = await registry.deploy_workflow(runtime(info), viewer(info).actor, copy)
+    return await _deployed(info, target, result)
+
+
+async def _registry(info: Info, namespace: str) -> Registry:
+    facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
+    seq = facts.process.seq if facts.process is not None else None
+    return Registry.from_records(
+        namespace, registry_id(namespace), seq, facts.members, facts.modules
+    )
+
+
+async def add_module(info: Info, namespace: str, name: str, source: str) -> Registry:
+    """`addModule(namespace, name, source)`."""
+    await registry.add_module(runtime(info), viewer(info).actor, namespace, name, source)
+    return await _registry(info, namespace)
+
+
+async def update_module(info: Info, namespace: str, name: str, source: str) -> Registry:
+    """`updateModule(namespace, name, source)`."""
+    await registry.update_module(runtime(info), viewer(info).actor, namespace, name, source)
+    return await _registry(info, namespace)
+
+
+async def grant_role(info: Info, namespace: str, actor: str, roles: list[str]) -> Registry:
+    """`grantRole(namespace, actor, roles)`."""
+    await registry.grant_role(runtime(info), viewer(info).actor, namespace, actor, roles)
+    return await _registry(info, namespace)
+
+
+async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) -> Registry:
+    """`revokeRole(namespace, actor, roles)`."""
+    await registry.revoke_role(runtime(info), viewer(info).actor, namespace, actor, roles)
+    return await _registry(info, namespace)
+
+
+async def start_instance(info: Info, workflow: str, data: Any, ident: str | None) -> Instance:
+    """`startInstance(workflow, data, id)`."""
+    pid = local_id(ident, "Instance") if ident else None
+    result = await commands.start_instance(
+        runtime(info), viewer(info).actor, workflow, _object(data, "data"), pid
+    )
+    return Instance.from_record(result.record)
+
+
+async def perform_action(info: Info, instance: str, action: str, input: Any) -> ActionResult:
+    """`performAction(instance, action, input)`."""
+    result = await commands.perform_action(
+        runtime(info), viewer(info).actor, local_id(instance, "Instance"), action,
+        _object(input, "input"),
+    )  # fmt: skip
+    return ActionResult.from_domain(result)
+
+
+async def advance(info: Info, instance: str, input: Any) -> ActionResult:
+    """`advance(instance, input)`: the first applicable action out of the current state."""
+    result = await commands.advance_instance(
+        runtime(info), viewer(info).actor, local_id(instance, "Instance"), _object(input, "input")
+    )
+    return ActionResult.from_domain(result)
+
+
+async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActionResult:
+    """`cancelInstance(instance, reason)`."""
+    result = await commands.cancel_instance(
+        runtime(info), viewer(info).actor, local_id(instance, "Instance"), reason
+    )
+    return ActionResult.from_domain(result)

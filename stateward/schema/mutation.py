@@ -1,0 +1,140 @@
+"""`Mutation`: every change of DESIGN §10, each an envelope on the runtime's one path."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.resolvers import kernel, writes
+from stateward.schema.scalars import JSON
+from stateward.schema.types.instance import Assignment, Instance
+from stateward.schema.types.public import PublicEntry, PublicView
+from stateward.schema.types.registry import Registry
+from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session
+from stateward.schema.types.workflow import Workflow
+
+
+@strawberry.type
+class Mutation:
+    """Writes. Bearer callers get server-attested envelopes; `submitEvent` takes signed ones."""
+
+    @strawberry.mutation(description="A single-use login challenge for a public key (120 s).")
+    async def auth_challenge(self, info: Info, public_key: str) -> Challenge:
+        return await writes.auth_challenge(info, public_key)
+
+    @strawberry.mutation(description="Exchange a signed challenge for a session token.")
+    async def auth_login(
+        self, info: Info, public_key: str, challenge: str, signature: str
+    ) -> Session:
+        return await writes.auth_login(info, public_key, challenge, signature)
+
+    @strawberry.mutation(description="An API token for the viewer (a system admin: any actor).")
+    async def create_api_token(
+        self, info: Info, label: str | None = None, actor: str | None = None,
+        ttl_seconds: float | None = None,
+    ) -> ApiToken:  # fmt: skip
+        return await writes.create_api_token(info, label, actor, ttl_seconds)
+
+    @strawberry.mutation(description="Submit an envelope signed by the client's own key.")
+    async def submit_event(
+        self, info: Info, event: JSON, signature: str, signer: str
+    ) -> ActionResult:
+        return await writes.submit_event(info, event, signature, signer)
+
+    @strawberry.mutation
+    async def add_workflow(self, info: Info, definition: JSON) -> Workflow:
+        return await writes.add_workflow(info, definition)
+
+    @strawberry.mutation
+    async def update_workflow(self, info: Info, definition: JSON) -> Workflow:
+        return await writes.update_workflow(info, definition)
+
+    @strawberry.mutation
+    async def remove_workflow(self, info: Info, path: str) -> bool:
+        return await writes.remove_workflow(info, path)
+
+    @strawberry.mutation
+    async def clone_workflow(self, info: Info, source: str, target: str) -> Workflow:
+        return await writes.clone_workflow(info, source, target)
+
+    @strawberry.mutation(description="Deploy a package's workflows and modules (all or nothing).")
+    async def import_package(self, info: Info, package: JSON) -> list[Workflow]:
+        from stateward.resolvers import packages
+
+        return await packages.import_package(info, package)
+
+    @strawberry.mutation
+    async def add_module(self, info: Info, namespace: str, name: str, source: str) -> Registry:
+        return await writes.add_module(info, namespace, name, source)
+
+    @strawberry.mutation
+    async def update_module(self, info: Info, namespace: str, name: str, source: str) -> Registry:
+        return await writes.update_module(info, namespace, name, source)
+
+    @strawberry.mutation
+    async def grant_role(
+        self, info: Info, namespace: str, actor: str, roles: list[str]
+    ) -> Registry:
+        return await writes.grant_role(info, namespace, actor, roles)
+
+    @strawberry.mutation
+    async def revoke_role(
+        self, info: Info, namespace: str, actor: str, roles: list[str]
+    ) -> Registry:
+        return await writes.revoke_role(info, namespace, actor, roles)
+
+    @strawberry.mutation
+    async def start_instance(
+        self, info: Info, workflow: str, data: JSON | None = None, id: str | None = None
+    ) -> Instance:
+        return await writes.start_instance(info, workflow, data, id)
+
+    @strawberry.mutation
+    async def perform_action(
+        self, info: Info, instance: str, action: str, input: JSON | None = None
+    ) -> ActionResult:
+        return await writes.perform_action(info, instance, action, input)
+
+    @strawberry.mutation
+    async def advance(self, info: Info, instance: str, input: JSON | None = None) -> ActionResult:
+        return await writes.advance(info, instance, input)
+
+    @strawberry.mutation
+    async def cancel_instance(
+        self, info: Info, instance: str, reason: str | None = None
+    ) -> ActionResult:
+        return await writes.cancel_instance(info, instance, reason)
+
+    @strawberry.mutation
+    async def claim_assignment(self, info: Info, id: str) -> Assignment:
+        return await kernel.claim(info, id)
+
+    @strawberry.mutation
+    async def unclaim_assignment(self, info: Info, id: str) -> Assignment:
+        return await kernel.unclaim(info, id)
+
+    @strawberry.mutation
+    async def complete_assignment(
+        self, info: Info, id: str, review_data: JSON | None = None, action: str | None = None
+    ) -> Assignment:
+        return await kernel.complete(info, id, review_data, action)
+
+    @strawberry.mutation
+    async def cancel_assignment(self, info: Info, id: str) -> Assignment:
+        return await kernel.cancel(info, id)
+
+    @strawberry.mutation
+    async def issue_entry_token(self, info: Info, instance: str) -> str:
+        return await kernel.issue_entry_token(info, instance)
+
+    @strawberry.mutation(description="Start a workflow whose initial state is public.")
+    async def start_public(
+        self, info: Info, workflow: str, data: JSON | None = None
+    ) -> PublicEntry:
+        return await kernel.start_public(info, workflow, data)
+
+    @strawberry.mutation(description="A visitor acts (or advances) on its current step.")
+    async def advance_public(
+        self, info: Info, token: str, action: str | None = None, input: JSON | None = None
+    ) -> PublicView:
+        return await kernel.advance_public(info, token, action, input)

@@ -1,0 +1,115 @@
+"""`Query`: the read side of DESIGN §10 (names fixed; every resolver is in `resolvers/`)."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.resolvers import kernel, nodes, reads
+from stateward.schema.inputs import InstanceFilter
+from stateward.schema.scalars import JSON
+from stateward.schema.types.connection import Connection
+from stateward.schema.types.instance import Actor, Assignment, Event, Instance
+from stateward.schema.types.node import Node
+from stateward.schema.types.public import PublicView
+from stateward.schema.types.registry import Registry
+from stateward.schema.types.results import Notification, ValidationReport, Verification
+from stateward.schema.types.workflow import Workflow
+
+
+@strawberry.type
+class Query:
+    """Reads; limited to namespaces where the viewer holds a role."""
+
+    @strawberry.field(description="Any object by its Relay global id.")
+    async def node(self, info: Info, id: strawberry.ID) -> Node | None:
+        return await nodes.node(info, id)  # type: ignore[no-any-return]
+
+    @strawberry.field(description="The authenticated actor (null when anonymous).")
+    def viewer(self, info: Info) -> Actor | None:
+        return reads.viewer_actor(info)
+
+    @strawberry.field(description="The deployment id every envelope must name as `net`.")
+    def net(self, info: Info) -> str:
+        return info.context.services.runtime.net  # type: ignore[no-any-return]
+
+    @strawberry.field(description="Namespaces the viewer may read.")
+    async def namespaces(self, info: Info) -> list[str]:
+        return await reads.namespaces(info)
+
+    @strawberry.field
+    async def registry(self, info: Info, namespace: str) -> Registry:
+        return await reads.registry_of(info, namespace)
+
+    @strawberry.field(description="A workflow version (the latest unless `version`).")
+    async def workflow(self, info: Info, path: str, version: int | None = None) -> Workflow:
+        return await reads.workflow(info, path, version)
+
+    @strawberry.field(description="Latest versions of live workflows (one namespace or all).")
+    async def workflows(
+        self, info: Info, namespace: str | None = None, first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[Workflow]:  # fmt: skip
+        return await reads.workflows(info, namespace, first, after)
+
+    @strawberry.field(description="An instance by UUID or node id.")
+    async def instance(self, info: Info, id: str) -> Instance:
+        return await reads.instance(info, id)
+
+    @strawberry.field(description="Instances, oldest first.")
+    async def instances(
+        self, info: Info, filter: InstanceFilter | None = None, first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[Instance]:  # fmt: skip
+        f = filter or InstanceFilter()
+        return await reads.instances(
+            info, first, after, namespace=f.namespace, workflow=f.workflow, state=f.state,
+            status=f.status, parent=f.parent,
+        )  # fmt: skip
+
+    @strawberry.field(description="A team's review queue, oldest first.")
+    async def assignments(
+        self, info: Info, team: str, status: str | None = None, first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[Assignment]:  # fmt: skip
+        return await kernel.team_queue(info, team, status, first, after)
+
+    @strawberry.field(description="Assignments the viewer claimed.")
+    async def my_assignments(
+        self, info: Info, status: str | None = None, first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[Assignment]:  # fmt: skip
+        return await kernel.my_queue(info, status, first, after)
+
+    @strawberry.field(description="A process's signed log (instance or registry), by seq.")
+    async def events(
+        self, info: Info, process: str, first: int | None = None, after: str | None = None
+    ) -> Connection[Event]:
+        return await reads.process_events(info, process, first, after)
+
+    @strawberry.field(description="The viewer's and its teams' notifications, newest first.")
+    async def notifications(
+        self, info: Info, first: int | None = None, after: str | None = None,
+        unread_only: bool = False,
+    ) -> Connection[Notification]:  # fmt: skip
+        return await kernel.notifications(info, first, after, unread_only)
+
+    @strawberry.field(description="A visitor's view of its instance (no login needed).")
+    async def public_entry(self, info: Info, token: str) -> PublicView:
+        return await kernel.public_entry(info, token)
+
+    @strawberry.field(description="Re-check signatures, hash chain and replay of a process.")
+    async def verify_process(self, info: Info, id: str) -> Verification:
+        return await reads.verify_process(info, id)
+
+    @strawberry.field(description="A package of workflows and modules of a namespace.")
+    async def export_package(
+        self, info: Info, namespace: str, paths: list[str] | None = None
+    ) -> JSON:
+        from stateward.resolvers import packages
+
+        return await packages.export_package(info, namespace, paths)
+
+    @strawberry.field(description="Validate a definition without deploying it.")
+    async def validate_workflow(self, info: Info, definition: JSON) -> ValidationReport:
+        return await reads.validate(info, definition)

@@ -1,0 +1,37 @@
+"""`Subscription`: live events over `graphql-transport-ws`, resumable with `after`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.resolvers import streams
+from stateward.schema.inputs import EventFilter
+from stateward.schema.types.bus import BusEvent
+from stateward.schema.types.instance import Instance
+
+
+@strawberry.type
+class Subscription:
+    """Live §9 events; a subscriber sees only namespaces where it holds a role."""
+
+    @strawberry.subscription(description="Bus events; `after: <cursor>` replays missed ones.")
+    async def events(
+        self, info: Info, filter: EventFilter | None = None, after: str | None = None
+    ) -> AsyncGenerator[BusEvent]:
+        f = filter or EventFilter()
+        where = streams.make_filter(f.types, f.namespace, f.workflow, f.instance, f.team)
+        async for item in streams.events(info, where, after):
+            yield item
+
+    @strawberry.subscription(description="The instance after each of its events.")
+    async def instance_updated(self, info: Info, id: str) -> AsyncGenerator[Instance]:
+        async for item in streams.instance_updated(info, id):
+            yield item
+
+    @strawberry.subscription(description="Assignment and SLA events of one team's queue.")
+    async def assignment_queue(self, info: Info, team: str) -> AsyncGenerator[BusEvent]:
+        async for item in streams.assignment_queue(info, team):
+            yield item

@@ -1,0 +1,45 @@
+"""`BusEvent`: one §9 bus message (never the instance data) with its cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import strawberry
+
+from stateward.schema.scalars import JSON
+
+
+@strawberry.type
+class BusEvent:
+    """A live event. `id` is the cursor: resubscribe with `after: id` to resume."""
+
+    id: str
+    cursor: int
+    type: str
+    at: str | None
+    namespace: str | None
+    workflow: str | None
+    version: int | None
+    instance_id: str | None
+    actor: str | None
+    action: str | None
+    from_state: str | None
+    to_state: str | None
+    assignment_id: str | None
+    team: str | None
+    details: JSON | None
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> BusEvent:
+        """From a §9 payload (bus message or outbox row)."""
+        cursor = int(payload["id"])
+        return cls(
+            id=str(cursor), cursor=cursor, type=str(payload.get("type")), at=payload.get("at"),
+            namespace=payload.get("namespace"), workflow=payload.get("workflow"),
+            version=payload.get("version"), instance_id=payload.get("instanceId"),
+            actor=payload.get("actor"), action=payload.get("action"),
+            from_state=payload.get("fromState"), to_state=payload.get("toState"),
+            assignment_id=payload.get("assignmentId"), team=payload.get("team"),
+            details=payload.get("details"),
+        )  # fmt: skip

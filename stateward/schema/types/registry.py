@@ -1,0 +1,83 @@
+"""A namespace's registry: its workflows, members (role grants) and hook modules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry.types import Info
+
+from stateward.persistence.records import GrantRecord, ModuleRecord
+from stateward.schema.ids import to_global_id
+from stateward.schema.types.connection import Connection
+from stateward.schema.types.node import Node
+
+if TYPE_CHECKING:
+    from stateward.schema.types.workflow import Workflow
+
+WorkflowRef = Annotated["Workflow", strawberry.lazy("stateward.schema.types.workflow")]
+
+
+@strawberry.type
+class Member:
+    """An actor and the roles it was granted in this registry."""
+
+    actor: str
+    roles: list[str]
+
+
+@strawberry.type
+class Module:
+    """The latest version of a Starlark hook module of the namespace."""
+
+    namespace: str
+    name: str
+    version: int
+    hash: str
+    source: str
+    created_at: datetime
+
+    @classmethod
+    def from_record(cls, record: ModuleRecord) -> Module:
+        """The module row `record`."""
+        return cls(
+            namespace=record.namespace, name=record.name, version=record.version,
+            hash=record.hash, source=record.source, created_at=record.created_at,
+        )  # fmt: skip
+
+
+@strawberry.type
+class Registry(Node):
+    """The governed registry of one namespace (a process of the bootstrap workflow)."""
+
+    namespace: str
+    process_id: str
+    exists: bool
+    seq: int
+    members: list[Member]
+    modules: list[Module]
+
+    @classmethod
+    def from_records(
+        cls, namespace: str, process_id: str, seq: int | None,
+        grants: list[GrantRecord], modules: list[ModuleRecord],
+    ) -> Registry:  # fmt: skip
+        """The registry of `namespace` from its grants and modules."""
+        by_actor: dict[str, list[str]] = {}
+        for g in grants:
+            by_actor.setdefault(g.actor, []).append(g.role)
+        return cls(
+            id=strawberry.ID(to_global_id("Registry", namespace)), namespace=namespace,
+            process_id=process_id, exists=seq is not None, seq=seq or 0,
+            members=[Member(actor=a, roles=sorted(r)) for a, r in sorted(by_actor.items())],
+            modules=[Module.from_record(m) for m in modules],
+        )  # fmt: skip
+
+    @strawberry.field(description="The latest version of each live workflow, by path.")
+    async def workflows(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[WorkflowRef]:
+        from stateward.resolvers import reads
+
+        return await reads.workflows(info, self.namespace, first, after)
