@@ -49,8 +49,14 @@ async def _deploy_modules(runtime: Runtime, key: KeyPair, roots: list[Path]) -> 
         for star in sorted(root.rglob("*.star")):
             namespace, name = star.parent.relative_to(root).as_posix(), star.stem
             if namespace == ".":
-                findings.append(format_finding(str(star), Problem(
-                    errors.INVALID_PATH, "a module must sit in its namespace's folder", "")))  # fmt: skip
+                findings.append(
+                    format_finding(
+                        str(star),
+                        Problem(
+                            errors.INVALID_PATH, "a module must sit in its namespace's folder", ""
+                        ),
+                    )
+                )
                 continue
             source = star.read_text(encoding="utf-8")
             async with runtime.uow(readonly=True) as uow:
@@ -65,8 +71,10 @@ async def _deploy_modules(runtime: Runtime, key: KeyPair, roots: list[Path]) -> 
             except DomainError as exc:
                 findings.extend(format_finding(str(star), p) for p in _problems(exc))
                 continue
-            print(f"deploy: module {namespace}/{name} {'updated' if update else 'added'}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"deploy: module {namespace}/{name} {'updated' if update else 'added'}",
+                file=sys.stderr,
+            )
     return findings
 
 
@@ -105,7 +113,8 @@ async def _deploy_workflows(runtime: Runtime, key: KeyPair, pending: list[_Pendi
 
 
 def _read(files: list[Any]) -> tuple[list[_Pending], list[str]]:
-    pending, findings = [], []
+    pending: list[_Pending] = []
+    findings: list[str] = []
     for item in files:
         try:
             value = loads_strict(item.path.read_bytes())
@@ -113,12 +122,19 @@ def _read(files: list[Any]) -> tuple[list[_Pending], list[str]]:
             findings.extend(format_finding(str(item.path), p) for p in _problems(exc))
             continue
         except OSError as exc:
-            findings.append(format_finding(str(item.path),
-                                           Problem(errors.INVALID_JSON, str(exc), "")))  # fmt: skip
+            findings.append(
+                format_finding(str(item.path), Problem(errors.INVALID_JSON, str(exc), ""))
+            )
             continue
         if not isinstance(value, dict):
-            findings.append(format_finding(str(item.path), Problem(
-                errors.NOT_AN_OBJECT, "a workflow definition must be a JSON object", "")))  # fmt: skip
+            findings.append(
+                format_finding(
+                    str(item.path),
+                    Problem(
+                        errors.NOT_AN_OBJECT, "a workflow definition must be a JSON object", ""
+                    ),
+                )
+            )
             continue
         pending.append(_Pending(item.path, item.target, value))
     return pending, findings

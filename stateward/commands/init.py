@@ -38,8 +38,7 @@ async def _init(args: argparse.Namespace, keypair: KeyPair) -> int:
     if result.created:
         print(f"init: genesis written; admin {keypair.public}", file=sys.stderr)
     elif keypair.public not in result.admins:
-        print(f"init: already initialized; {keypair.public} is not a system admin",
-              file=sys.stderr)  # fmt: skip
+        print(f"init: already initialized; {keypair.public} is not a system admin", file=sys.stderr)
     else:
         print("init: already initialized; nothing changed", file=sys.stderr)
     print(f"net {result.net}")

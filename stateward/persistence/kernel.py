@@ -16,7 +16,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, false, or_, select, text, update
+from sqlalchemy import (
+    String,
+    Table,
+    TextualSelect,
+    and_,
+    bindparam,
+    column,
+    false,
+    or_,
+    select,
+    text,
+    update,
+)
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import LIVE
@@ -29,6 +41,7 @@ from stateward.persistence.records import (
     ScheduleRecord,
 )
 from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
+from stateward.persistence.types import UTCDateTime
 
 A = cast(Table, Assignment.__table__)
 S = cast(Table, Schedule.__table__)
@@ -55,6 +68,10 @@ class SlaCandidate:
     deadline: datetime
 
 
+#: The partial index holding the unfired deadlines of each kind.
+PENDING_INDEX = {WARNING: "ix_processes_sla_warn_pending", BREACH: "ix_processes_sla_due_pending"}
+
+
 def sla_columns(kind: str) -> tuple[Any, Any]:
     """(deadline, mark) columns of an SLA kind; ValueError for anything else."""
     if kind not in SLA_COLUMNS:
@@ -74,16 +91,32 @@ def namespace_scope(column: Any, namespaces: Sequence[str]) -> Any:
 class KernelRepository(Repository):
     """Candidates of the sweeps, their conditional marks, queues and delivery listings."""
 
+    def due_sla_statement(self, kind: str, now: Any, limit: int) -> TextualSelect:
+        """The scanner's query (see `due_sla`); `now` is bound, or given as SQL text.
+
+        Written as SQL so SQLite can be told `INDEXED BY` the pending-only partial index
+        (its planner would otherwise prefer `(status, last_event_at)`, which holds every
+        live process, and SQLAlchemy renders no table hints for SQLite).
+        """
+        deadline, mark = sla_columns(kind)
+        hint = f"INDEXED BY {PENDING_INDEX[kind]}" if self.dialect == "sqlite" else ""
+        at = now if isinstance(now, str) else ":now"
+        stmt = text(
+            f"SELECT id, workflow, state, {deadline.name} AS deadline FROM processes {hint} "
+            f"WHERE {deadline.name} <= {at} AND {mark.name} IS NULL AND {LIVE} "
+            f"ORDER BY {deadline.name} LIMIT {int(limit)}"
+        )
+        if not isinstance(now, str):
+            stmt = stmt.bindparams(bindparam("now", now, type_=UTCDateTime()))
+        return stmt.columns(
+            column("id", String), column("workflow", String), column("state", String),
+            column("deadline", UTCDateTime()),
+        )  # fmt: skip
+
     async def due_sla(self, kind: str, now: datetime, limit: int) -> list[SlaCandidate]:
         """Live processes whose `kind` deadline passed and has not fired, earliest first:
         a range scan of the pending-only partial index (cost independent of the rest)."""
-        deadline, mark = sla_columns(kind)
-        stmt = (
-            select(P.c.id, P.c.workflow, P.c.state, deadline)
-            .where(deadline <= now, mark.is_(None), text(LIVE))
-            .order_by(deadline)
-            .limit(limit)
-        )
+        stmt = self.due_sla_statement(kind, now, limit)
         return [SlaCandidate(kind, *row) for row in await self.session.execute(stmt)]
 
     async def mark_sla(

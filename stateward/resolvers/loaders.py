@@ -37,17 +37,23 @@ class VersionedDefinition:
 class Loaders:
     """The DataLoaders of one request (see the module docstring)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, cache: bool = True) -> None:
         self.runtime = runtime
-        self.process: DataLoader[str, ProcessRecord | None] = DataLoader(self._processes)
+        self.process: DataLoader[str, ProcessRecord | None] = DataLoader(
+            self._processes, cache=cache
+        )
         self.version: DataLoader[tuple[str, int], VersionedDefinition | None] = DataLoader(
             self._versions
         )
-        self.assignments: DataLoader[str, list[AssignmentRecord]] = DataLoader(self._assignments)
-        self.last_events: DataLoader[tuple[str, int], list[StoredEvent]] = DataLoader(
-            self._last_events
+        self.assignments: DataLoader[str, list[AssignmentRecord]] = DataLoader(
+            self._assignments, cache=cache
         )
-        self.children: DataLoader[str, list[ProcessRecord]] = DataLoader(self._children)
+        self.last_events: DataLoader[tuple[str, int], list[StoredEvent]] = DataLoader(
+            self._last_events, cache=cache
+        )
+        self.children: DataLoader[str, list[ProcessRecord]] = DataLoader(
+            self._children, cache=cache
+        )
 
     def prime_process(self, record: ProcessRecord) -> None:
         """Remember a process read by a listing so `process.load(id)` costs nothing."""
@@ -103,9 +109,13 @@ class Loaders:
         return [found.get(i, []) for i in ids]
 
 
-def create_loaders(runtime: Runtime) -> dict[str, Any]:
-    """The loaders of a new request, as the `loaders` dict of the request context."""
-    return {LOADERS_KEY: Loaders(runtime)}
+def create_loaders(runtime: Runtime, *, cache: bool = True) -> dict[str, Any]:
+    """The loaders of a new request, as the `loaders` dict of the request context.
+
+    A websocket's context lives as long as the socket: pass `cache=False` there so rows
+    are batched per tick but never served stale (versions are immutable: always cached).
+    """
+    return {LOADERS_KEY: Loaders(runtime, cache=cache)}
 
 
 def loaders(info: Info) -> Loaders:

@@ -6,6 +6,7 @@ missing object (NOT_FOUND), so other tenants' ids cannot be probed.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -13,10 +14,9 @@ from strawberry.types import Info
 from stateward.domain.definition import validate_definition
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
-from stateward.governance.envelope import parse_ts
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.loaders import loaders
-from stateward.runtime import queries, registry
+from stateward.runtime import analytics, queries, registry
 from stateward.runtime.queries import InstanceQuery
 from stateward.schema.ids import local_id
 from stateward.schema.types.connection import Connection, decode_cursor, page_size
@@ -111,14 +111,10 @@ async def workflow_versions(
     )  # fmt: skip
 
 
-async def workflow_analytics(info: Info, path: str) -> Any:
-    """`Workflow.analytics`: the runtime's analytics of `path` (null until it exists)."""
+async def workflow_analytics(info: Info, path: str, version: int | None) -> Any:
+    """`Workflow.analytics`: counts, cycle times, dwell and SLA compliance per state."""
     require_read(info, _namespace_of_path(path), f"workflow {path}")
-    try:
-        from stateward.runtime import analytics  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return await analytics.workflow_analytics(runtime(info), path)
+    return (await analytics.analytics(runtime(info), path, version)).as_dict()
 
 
 async def instance(info: Info, ident: str) -> Instance:
@@ -136,7 +132,7 @@ def _keyset(after: str | None) -> Any:
         return None
     values = decode_cursor(after)
     try:
-        return parse_ts(values[0]), str(values[1])
+        return datetime.fromisoformat(values[0]), str(values[1])
     except (IndexError, TypeError, ValueError, DomainError) as error:
         raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from error
 

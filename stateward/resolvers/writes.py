@@ -13,7 +13,7 @@ from strawberry.types import Info
 
 from stateward.domain import events as ev
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
-from stateward.domain.paths import is_canonical_path, registry_id
+from stateward.domain.paths import registry_id
 from stateward.resolvers.context import runtime, viewer
 from stateward.runtime import auth, commands, queries, registry
 from stateward.runtime.act import ActResult, act, parse_signed
@@ -98,18 +98,6 @@ async def remove_workflow(info: Info, path: str) -> bool:
     """`removeWorkflow(path)`."""
     await registry.remove_workflow(runtime(info), viewer(info).actor, path)
     return True
-
-
-async def clone_workflow(info: Info, source: str, target: str) -> Workflow:
-    """`cloneWorkflow(source, target)`: deploy the latest `source` definition at `target`."""
-    if not is_canonical_path(target):
-        raise DomainError(INVALID_INPUT, f"{target!r} is not a canonical path", pointer="/target")
-    original = await registry.get_workflow(runtime(info), source)
-    if original is None:
-        raise DomainError(NOT_FOUND, f"workflow {source} does not exist")
-    copy = {**dict(original.definition.source), "$path": target}
-    result = await registry.deploy_workflow(runtime(info), viewer(info).actor, copy)
-    return await _deployed(info, target, result)
 
 
 async def _registry(info: Info, namespace: str) -> Registry:

@@ -38,18 +38,29 @@ from stateward.governance.verification import verify_envelope
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
 from stateward.persistence.records import (
     INSTANCE,
+    KeyStatusRecord,
     REGISTRY,
     OutboxRecord,
     ProcessRecord,
     StoredEvent,
 )
-from stateward.runtime.kernel import START, ActContext, select_op
+from stateward.runtime.kernel import (
+    START,
+    ActContext,
+    op_advance,
+    op_business,
+    op_cancel,
+    op_start,
+    select_op,
+)
 from stateward.runtime.services import Runtime
 from stateward.runtime.writes import Written, write_event
 
 #: How often a server-attested event is re-evaluated after losing a seq race.
 MAX_ATTEMPTS = 50
 BOOTSTRAP_SUFFIX = "/bootstrap"
+#: Operations whose only process-row write is the event's own (safe to cache the result).
+CACHEABLE_OPS = frozenset({op_advance, op_business, op_cancel, op_start})
 
 
 @dataclass(frozen=True)
@@ -81,11 +92,29 @@ async def act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> Ac
         await _verify_signature(runtime, signed, now)
     except DomainError as error:
         return await _resubmission(runtime, signed, identity, error, check_nonce=False)
+    if runtime.group_commit:
+        from stateward.runtime.group import committer_of
+
+        return await committer_of(runtime).submit(signed, identity, attested=attested)
+    return await act_verified(runtime, signed, identity, now, attested=attested)
+
+
+async def act_verified(
+    runtime: Runtime,
+    signed: SignedEnvelope,
+    identity: str,
+    now: datetime,
+    *,
+    attested: bool,
+    cache: ReadCache | None = None,
+) -> ActResult:
+    """`act` after the signature checks: one transaction per event (with retries)."""
+    envelope = signed.envelope
     written: Written | None = None
     for _attempt in range(MAX_ATTEMPTS if attested else 1):
         try:
             async with runtime.uow() as uow:
-                written = await apply_in(runtime, uow, signed, identity, now)
+                written = await apply_in(runtime, uow, signed, identity, now, cache=cache)
                 await uow.commit()
             break
         except SeqConflict:
@@ -136,7 +165,32 @@ async def _verify_signature(runtime: Runtime, signed: SignedEnvelope, now: datet
         verify_envelope(signed, net=runtime.net, now=now, trusted_signers=trusted)
 
 
-async def check_revoked(uow: UnitOfWork, signed: SignedEnvelope) -> None:
+@dataclass
+class ReadCache:
+    """Reads one transaction may reuse across the events it applies (group commit):
+    key statuses and roles. Cleared after any registry event (grants, keys change)."""
+
+    statuses: dict[str, KeyStatusRecord | None] = field(default_factory=dict)
+    roles: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    #: Process rows as this transaction last read or wrote them (taken once each).
+    processes: dict[str, ProcessRecord] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget everything (a registry event may have changed grants or keys)."""
+        self.statuses.clear()
+        self.roles.clear()
+        self.processes.clear()
+
+    async def prefetch(self, uow: UnitOfWork, process_ids: list[str]) -> None:
+        """Read the batch's processes in one query (SQLite: the write lock is held, so
+        they cannot change underneath; PostgreSQL reads each row `FOR UPDATE` instead)."""
+        if uow.dialect == "sqlite":
+            self.processes.update(await uow.processes.processes_by_ids(process_ids))
+
+
+async def check_revoked(
+    uow: UnitOfWork, signed: SignedEnvelope, cache: ReadCache | None = None
+) -> None:
     """BAD_SIGNATURE when the signer or the actor key is revoked or rotated away.
 
     Whatever the envelope's `ts` says: a key's revocation is committed before this event,
@@ -145,9 +199,17 @@ async def check_revoked(uow: UnitOfWork, signed: SignedEnvelope) -> None:
     """
     envelope = signed.envelope
     keys = {k for k in (signed.signer, envelope.actor) if is_public_key(k)}
-    for key, status in (await uow.keys.statuses(keys)).items():
-        since = status.revoked_at or status.rotated_at
-        if since is not None:
+    known = cache.statuses if cache is not None else {}
+    missing = keys - known.keys()
+    if missing:
+        found = await uow.keys.statuses(missing)
+        if cache is not None:
+            cache.statuses.update({k: found.get(k) for k in missing})
+        known = {**known, **found}
+    for key in keys:
+        status = known.get(key)
+        since = (status.revoked_at or status.rotated_at) if status is not None else None
+        if status is not None and since is not None:
             raise DomainError(
                 BAD_SIGNATURE,
                 f"key {key} was {status.status} at {since.isoformat()}",
@@ -156,14 +218,25 @@ async def check_revoked(uow: UnitOfWork, signed: SignedEnvelope) -> None:
 
 
 async def apply_in(
-    runtime: Runtime, uow: UnitOfWork, signed: SignedEnvelope, identity: str, now: datetime
+    runtime: Runtime,
+    uow: UnitOfWork,
+    signed: SignedEnvelope,
+    identity: str,
+    now: datetime,
+    *,
+    cache: ReadCache | None = None,
 ) -> Written:
-    """Apply `signed` inside `uow` (no commit): every read, the evaluation, every write."""
+    """Apply `signed` inside `uow` (no commit): every read, the evaluation, every write.
+
+    `cache` lets the events of one transaction share key-status and role reads.
+    """
     envelope = signed.envelope
-    await check_revoked(uow, signed)
+    await check_revoked(uow, signed, cache)
     workflow = envelope.action.workflow
     registry = workflow.endswith(BOOTSTRAP_SUFFIX)
-    process = await uow.processes.get(envelope.process, for_update=True)
+    process = cache.processes.pop(envelope.process, None) if cache is not None else None
+    if process is None:
+        process = await uow.processes.get(envelope.process, for_update=True)
     if registry:
         namespace = workflow[: -len(BOOTSTRAP_SUFFIX)]
         if not is_namespace(namespace) or registry_id(namespace) != envelope.process:
@@ -194,28 +267,49 @@ async def apply_in(
         namespace, kind, version = process.namespace, process.kind, process.workflow_version
     if process is not None and process.kind != kind:
         raise DomainError(INVALID_INPUT, f"process {process.id} is not a {kind}")
-    actor = await actor_in(uow, envelope.actor, namespace)
+    actor = await actor_in(uow, envelope.actor, namespace, cache)
     claimed_by = None
     if process is not None:
         state = definition.states.get(process.state)
         if state is not None and state.assign is not None:
             claimed_by = await uow.processes.claimed_by(process.id)
     ctx = ActContext(
-        runtime=runtime, uow=uow, signed=signed, identity=identity, now=now, actor=actor,
-        definition=definition, process=process, kind=kind, namespace=namespace,
-        workflow=workflow if process is None else process.workflow, version=version,
+        runtime=runtime,
+        uow=uow,
+        signed=signed,
+        identity=identity,
+        now=now,
+        actor=actor,
+        definition=definition,
+        process=process,
+        kind=kind,
+        namespace=namespace,
+        workflow=workflow if process is None else process.workflow,
+        version=version,
         claimed_by=claimed_by,
-    )  # fmt: skip
-    outcome = await select_op(envelope, registry=registry)(ctx)
-    return await write_event(ctx, outcome)
-
-
-async def actor_in(uow: UnitOfWork, actor_id: str, namespace: str) -> Actor:
-    """The actor with the roles it holds in `namespace` (system + every prefix)."""
-    roles = (
-        await uow.grants.roles_of(actor_id, namespace) if is_public_key(actor_id) else frozenset()
     )
-    return Actor(id=actor_id, roles=frozenset(roles), visitor=actor_id.startswith("visitor:"))
+    op = select_op(envelope, registry=registry)
+    outcome = await op(ctx)
+    written = await write_event(ctx, outcome)
+    if cache is not None and op in CACHEABLE_OPS and not ctx.after_event:
+        cache.processes[written.process.id] = written.process  # nothing else wrote the row
+    return written
+
+
+async def actor_in(
+    uow: UnitOfWork, actor_id: str, namespace: str, cache: ReadCache | None = None
+) -> Actor:
+    """The actor with the roles it holds in `namespace` (system + every prefix)."""
+    roles: frozenset[str] = frozenset()
+    if is_public_key(actor_id):
+        key = (actor_id, namespace)
+        cached = cache.roles.get(key) if cache is not None else None
+        if cached is None:
+            cached = frozenset(await uow.grants.roles_of(actor_id, namespace))
+            if cache is not None:
+                cache.roles[key] = cached
+        roles = cached
+    return Actor(id=actor_id, roles=roles, visitor=actor_id.startswith("visitor:"))
 
 
 async def _resubmission(

@@ -76,9 +76,9 @@ async def act_many(
             raise DomainError(CONFLICT, f"concurrent write during a batch: {error}") from error
     if written is None:
         raise DomainError(CONFLICT, "the batch's processes changed concurrently; try again")
-    for item in written:
-        await after_commit(runtime, item)
-    return [result_of(item) for item in written]
+    for done in written:
+        await after_commit(runtime, done)
+    return [result_of(done) for done in written]
 
 
 async def _apply_all(

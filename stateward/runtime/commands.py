@@ -47,9 +47,14 @@ def sign_as(
 ) -> SignedEnvelope:
     """An envelope for the key's own actor, signed by that key (client-signed)."""
     envelope = build_envelope(
-        runtime.net, process, action, workflow, dict(input or {}), keypair.public,
+        runtime.net,
+        process,
+        action,
+        workflow,
+        dict(input or {}),
+        keypair.public,
         runtime.clock.now(),
-    )  # fmt: skip
+    )
     return sign_envelope(envelope, keypair)
 
 

@@ -3,7 +3,8 @@
 `create_services(settings)` is what `stateward.app.create_app` loads by default. The
 returned `Services` object is the composition root of a node (it wires the runtime, the
 event bus, the outbox relay, the hook sandbox and the periodic ticker), and it is what
-resolvers read as `info.context.services`: `.runtime`, `.bus`, `.relay`, `.hooks`.
+resolvers read as `info.context.services`: `.runtime`, `.bus`, `.relay`, `.hooks`; the
+app also calls its `authenticate(token)`, `ready()` and `create_loaders(context)`.
 
 `start()` opens the database (running the migrations), makes sure the deployment has a
 system registry (on a fresh database it creates the genesis for an operator key file, see
@@ -16,11 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 OPERATOR_KEY_ENV = "STATEWARD_OPERATOR_KEY_FILE"
 BUS_CHANNEL_ENV = "STATEWARD_BUS_CHANNEL"
+GROUP_COMMIT_ENV = "STATEWARD_GROUP_COMMIT"
 OPERATOR_FILE = "stateward-operator.json"
 READY_TIMEOUT = 1.5
 
@@ -69,6 +70,19 @@ def bus_channel(settings: Settings) -> str:
     return str(value) if value else DEFAULT_CHANNEL
 
 
+def group_commit(settings: Settings) -> bool:
+    """Whether `act` hands events to the single group-commit writer (`runtime.group`).
+
+    `settings.extra["group_commit"]` or `$STATEWARD_GROUP_COMMIT` (1/0) when set; on by
+    default for SQLite, whose one-writer lock makes concurrent writers wait in its busy
+    handler (seconds of tail latency), off for PostgreSQL (row-level concurrency).
+    """
+    value = (settings.extra or {}).get("group_commit", os.environ.get(GROUP_COMMIT_ENV))
+    if value is None or value == "":
+        return make_url(settings.database_url).get_backend_name() == "sqlite"
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
 @dataclass
 class Bootstrap:
     """What `start()` found or did about the deployment's genesis."""
@@ -78,47 +92,77 @@ class Bootstrap:
     operator: str | None = None
 
 
-@dataclass
 class Services:
-    """One node's running parts (see the module docstring)."""
+    """One node's running parts (see the module docstring).
 
-    settings: Settings
-    bus: EventBus
-    hooks: HookRunner
-    runtime: Runtime = field(init=False)
-    relay: OutboxRelay = field(init=False)
-    bootstrap: Bootstrap = field(default_factory=Bootstrap)
-    background: list[Any] = field(default_factory=list)
-    _stops: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    Tests may hand in an opened `runtime` (not closed by `stop()`) and a `bus`; with an
+    injected runtime the genesis, hook automation and ticker stay off unless asked for
+    (`genesis=True`, `background=True`), so a test controls its clock and its database.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        runtime: Runtime | None = None,
+        bus: EventBus | None = None,
+        hooks: HookRunner | None = None,
+        relay_options: dict[str, Any] | None = None,
+        genesis: bool | None = None,
+        background: bool | None = None,
+    ) -> None:
+        self.settings = settings
+        self._runtime = runtime
+        self._owns_runtime = runtime is None
+        if bus is None:
+            channel = bus_channel(settings)
+            bus = EventBus(settings.bus_url, channel=channel, client_name=f"sw-bus:{channel}")
+        self.bus = bus
+        self.hooks = hooks or HookRunner.from_settings(settings)
+        self.relay_options = relay_options or {}
+        self.relay: OutboxRelay | None = None
+        self.bootstrap = Bootstrap()
+        self.genesis = self._owns_runtime if genesis is None else genesis
+        self.background = self._owns_runtime if background is None else background
+        self.started = False
+        self._stops: list[Callable[[], Awaitable[Any]]] = []
 
     @property
-    def started(self) -> bool:
-        """True between a successful `start()` and `stop()`."""
-        return hasattr(self, "relay")
+    def runtime(self) -> Runtime:
+        """The node's runtime (available once started, or when injected)."""
+        if self._runtime is None:
+            raise RuntimeError("services are not started")
+        return self._runtime
 
     async def start(self) -> None:
         """Open the database, ensure the genesis, start relay, bus, automation and ticker."""
+        if self.started:
+            return
         try:
-            self.runtime = await Runtime.open(self.settings)
-            self._stops.append(self.runtime.close)
-            self.bootstrap = await ensure_genesis(self.runtime, operator_key_path(self.settings))
+            if self._runtime is None:
+                self._runtime = await Runtime.open(self.settings)
+                self._runtime.group_commit = group_commit(self.settings)
+                self._stops.append(self._close_runtime)
             self._stops.append(self.hooks.close)
-            self.relay = OutboxRelay(self.runtime, self.bus)
+            self.relay = OutboxRelay(self._runtime, self.bus, **self.relay_options)
             await self.relay.start()
             self._stops.append(self.relay.stop)
             await self.bus.start()
             self._stops.append(self.bus.stop)
-            for name, part in (("automation", _automation), ("ticker", _ticker)):
-                stop = await part(self)
-                if stop is not None:
-                    self._stops.append(stop)
-                    self.background.append(name)
+            if self.genesis:
+                key_file = operator_key_path(self.settings)
+                self.bootstrap = await ensure_genesis(self._runtime, key_file)
+            if self.background:
+                self._stops.append(_start_automation(self._runtime, self.hooks))
+                self._stops.append(_start_ticker(self._runtime))
         except BaseException:
             await self.stop()
             raise
+        self.started = True
 
     async def stop(self) -> None:
         """Stop everything `start()` started, newest first (errors are logged)."""
+        self.started = False
         stops, self._stops = self._stops, []
         for stop in reversed(stops):
             try:
@@ -126,15 +170,20 @@ class Services:
             except Exception:
                 log.exception("error while stopping %s", getattr(stop, "__qualname__", stop))
 
+    async def _close_runtime(self) -> None:
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            await runtime.close()
+
     async def ready(self) -> dict[str, bool]:
         """Readiness checks: the database answers and the bus subscription is live."""
         return {"database": await self._ping(), "bus": self.bus.connected}
 
     async def _ping(self) -> bool:
-        if not self.started:
+        if self._runtime is None:
             return False
         try:
-            async with asyncio.timeout(READY_TIMEOUT), self.runtime.engine.connect() as conn:
+            async with asyncio.timeout(READY_TIMEOUT), self._runtime.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception:
             return False
@@ -144,12 +193,17 @@ class Services:
         """The viewer a bearer token stands for (None: unknown, expired or revoked)."""
         return await authenticate(self.runtime, token)
 
+    def create_loaders(self, context: Any) -> dict[str, Any]:
+        """Fresh DataLoaders for one request or socket (see `resolvers.loaders`); the
+        container is the composition root, so it may name the resolvers' module."""
+        from stateward.resolvers.loaders import create_loaders
+
+        return create_loaders(self.runtime, cache=not getattr(context, "is_websocket", False))
+
 
 def create_services(settings: Settings) -> Services:
     """The services of a node for `settings` (nothing connects until `start()`)."""
-    channel = bus_channel(settings)
-    bus = EventBus(settings.bus_url, channel=channel, client_name=f"stateward-bus:{channel}")
-    return Services(settings=settings, bus=bus, hooks=HookRunner.from_settings(settings))
+    return Services(settings)
 
 
 async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
@@ -170,33 +224,45 @@ async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
     return Bootstrap(created=result.created, operator_key_file=key_file, operator=operator.public)
 
 
-async def _automation(services: Services) -> Callable[[], Awaitable[Any]] | None:
-    """Install the hook automation of system states when the runtime provides it."""
-    module = _optional("stateward.runtime.automation")
-    install = getattr(module, "install", None) if module else None
-    if install is None:
-        return None
-    outcome = install(services.runtime, services.hooks)
-    if asyncio.iscoroutine(outcome):
-        outcome = await outcome
-    return outcome if callable(outcome) else None
+def _start_automation(runtime: Runtime, hooks: HookRunner) -> Callable[[], Awaitable[None]]:
+    """Run system-state hooks after each commit that enters such a state.
+
+    Each run is a background task: the committing caller (and the single group-commit
+    writer, which would otherwise wait on itself when the hook's `$automate` event is
+    submitted) returns at once; the automated events follow over the bus.
+    """
+    from stateward.runtime.automation import automate
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def guarded(rt: Runtime, process_id: str, hook: str) -> None:
+        try:
+            await automate(rt, hooks, process_id, hook)
+        except Exception:
+            log.exception("automation of %s (%s) failed", process_id, hook)
+
+    async def run(rt: Runtime, process_id: str, hook: str) -> None:
+        task = asyncio.create_task(guarded(rt, process_id, hook), name=f"automate:{process_id}")
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    runtime.automation.append(run)
+
+    async def stop() -> None:
+        with contextlib.suppress(ValueError):
+            runtime.automation.remove(run)
+        pending = list(tasks)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    return stop
 
 
-async def _ticker(services: Services) -> Callable[[], Awaitable[Any]] | None:
-    """Start the SLA / timer / staleness ticker when the runtime provides it."""
-    module = _optional("stateward.runtime.ticker")
-    ticker_cls = getattr(module, "Ticker", None) if module else None
-    if ticker_cls is None:
-        return None
-    ticker = ticker_cls(services.runtime)
-    await ticker.start()
-    return ticker.stop  # type: ignore[no-any-return]
+def _start_ticker(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """Start the SLA / timer / staleness / webhook loop (`settings.scan_interval`)."""
+    from stateward.runtime.ticker import Ticker
 
-
-def _optional(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return None
+    ticker = Ticker(runtime)
+    ticker.start()
+    return ticker.stop

@@ -11,6 +11,7 @@ key rotation and revocation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -114,8 +115,11 @@ async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
     if name in ("add_workflow", "update_workflow"):
         source = input["definition"]
         canonical = canonical_bytes(source)
+        # The authored text, not the canonical bytes: RFC 8785 sorts keys and would lose
+        # the state/action order that ordinals and `advance` depend on.
+        authored = json.dumps(source, ensure_ascii=False, separators=(",", ":"))
         record = await uow.workflows.add_version(
-            source["$path"], canonical.decode("utf-8"), sha256_hex(canonical), now, event.id
+            source["$path"], authored, sha256_hex(canonical), now, event.id
         )
         ctx.payload_overrides[ev.WORKFLOW_DEPLOYED] = {
             ev.F_NAMESPACE: split_path(record.path)[0],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from stateward.domain import engine
 from stateward.domain import events as ev
 from stateward.domain.effects import entry_effects
-from stateward.domain.errors import CONFLICT, FORBIDDEN, INVALID_INPUT, DomainError
+from stateward.domain.errors import CONFLICT, FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import (
     ACTIVE,
     COMPLETED,
@@ -136,8 +136,9 @@ def evaluate(
 def _check_start_input(input: Mapping[str, Any], actor: Actor) -> None:
     unknown = sorted(set(input) - START_KEYS)
     if unknown:
-        raise DomainError(INVALID_INPUT, f"$start input has no field {unknown[0]!r}",
-                          pointer=f"/{unknown[0]}")  # fmt: skip
+        raise DomainError(
+            INVALID_INPUT, f"$start input has no field {unknown[0]!r}", pointer=f"/{unknown[0]}"
+        )
     if ("state" in input or "parent" in input) and not actor.is_system:
         raise DomainError(FORBIDDEN, "only the system may start an instance in a chosen state")
 
@@ -148,8 +149,9 @@ def _start_in(definition: Definition, begun: Outcome, state_key: str, ts: str) -
         return begun
     target = definition.states.get(state_key)
     if target is None:
-        raise DomainError(INVALID_INPUT, f"state {state_key!r} is not in {definition.path}",
-                          pointer="/state")  # fmt: skip
+        raise DomainError(
+            INVALID_INPUT, f"state {state_key!r} is not in {definition.path}", pointer="/state"
+        )
     data = dict(begun.data)
     data["state"] = target.key
     events: list[DomainEvent] = [DomainEvent(type=ev.WORKFLOW_STARTED, to_state=target.key)]
@@ -198,7 +200,7 @@ async def op_advance(ctx: ActContext) -> Outcome:
 async def op_business(ctx: ActContext) -> Outcome:
     """A business action of the process's workflow (its own name)."""
     if ctx.process is None:
-        raise DomainError("NOT_FOUND", f"process {ctx.envelope.process} does not exist")
+        raise DomainError(NOT_FOUND, f"process {ctx.envelope.process} does not exist")
     return apply_engine(ctx)
 
 
@@ -218,8 +220,9 @@ def select_op(envelope: Envelope, *, registry: bool) -> KernelOp:
 
             op = KERNEL_OPS.get(name)
         if op is None:
-            raise DomainError(INVALID_INPUT, f"unknown kernel operation {name!r}",
-                              pointer="/action/name")  # fmt: skip
+            raise DomainError(
+                INVALID_INPUT, f"unknown kernel operation {name!r}", pointer="/action/name"
+            )
         return op
     if registry:
         from stateward.runtime.governance_ops import op_governance

@@ -9,11 +9,19 @@ submitted by a client finds its operation even if no service was imported yet.
 
 from __future__ import annotations
 
-from stateward.runtime import (  # noqa: F401  (imported for their registrations)
-    assignments,
-    automation,
-    public,
-    scheduler,
-    sla,
-    staleness,
+import stateward.runtime.assignments
+import stateward.runtime.automation
+import stateward.runtime.public
+import stateward.runtime.scheduler
+import stateward.runtime.sla
+import stateward.runtime.staleness
+
+#: The modules whose import registered kernel operations.
+MODULES = (
+    stateward.runtime.assignments,
+    stateward.runtime.automation,
+    stateward.runtime.public,
+    stateward.runtime.scheduler,
+    stateward.runtime.sla,
+    stateward.runtime.staleness,
 )

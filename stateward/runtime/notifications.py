@@ -58,6 +58,4 @@ async def list_notifications(
     async with runtime.uow(readonly=True) as uow:
         grants = await uow.grants.of_actor(who)
         teams = sorted({(g.namespace, g.role.lower()) for g in grants})
-        return await kernel_repo(uow).notifications_for(
-            who, teams, before_id=before, limit=first
-        )
+        return await kernel_repo(uow).notifications_for(who, teams, before_id=before, limit=first)

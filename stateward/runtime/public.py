@@ -22,8 +22,7 @@ from typing import Any
 from stateward.domain.access import ADMIN_ROLE, has_role
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import LIVE_STATUSES, VISITOR_PREFIX, Definition, Outcome
-from stateward.persistence.records import INSTANCE, ProcessRecord
-from stateward.persistence.records import StoredEvent
+from stateward.persistence.records import INSTANCE, ProcessRecord, StoredEvent
 from stateward.runtime.act import act
 from stateward.runtime.commands import attest, start_instance
 from stateward.runtime.kernel import ADVANCE, ActContext, apply_engine, register
@@ -101,7 +100,9 @@ async def op_entry_token(ctx: ActContext) -> Outcome:
     require_live(process)
     digest = input_str(ctx, "tokenHash")
     if not _HASH_SHAPE.fullmatch(digest):
-        raise DomainError(INVALID_INPUT, "tokenHash must be 64 lower-case hex", pointer="/tokenHash")
+        raise DomainError(
+            INVALID_INPUT, "tokenHash must be 64 lower-case hex", pointer="/tokenHash"
+        )
     state = ctx.definition.states.get(process.state)
     team = state.assign if state is not None else None
     allowed = (

@@ -146,9 +146,14 @@ async def revoke_key(runtime: Runtime, actor: Signer, key: str) -> ActResult:
 def _bootstrap_view() -> DeployedWorkflow:
     definition = bootstrap_definition(SYSTEM_NAMESPACE)
     return DeployedWorkflow(
-        path=SYSTEM_BOOTSTRAP, namespace=SYSTEM_NAMESPACE, name="bootstrap", version=1,
-        latest_version=1, hash=definition.hash, definition=definition,
-    )  # fmt: skip
+        path=SYSTEM_BOOTSTRAP,
+        namespace=SYSTEM_NAMESPACE,
+        name="bootstrap",
+        version=1,
+        latest_version=1,
+        hash=definition.hash,
+        definition=definition,
+    )
 
 
 async def get_workflow(
@@ -166,11 +171,16 @@ async def get_workflow(
     if record is None:
         return None
     return DeployedWorkflow(
-        path=path, namespace=current.namespace, name=current.name, version=record.version,
-        latest_version=current.latest_version, hash=record.hash,
-        definition=runtime.definitions.from_record(record), created_at=record.created_at,
+        path=path,
+        namespace=current.namespace,
+        name=current.name,
+        version=record.version,
+        latest_version=current.latest_version,
+        hash=record.hash,
+        definition=runtime.definitions.from_record(record),
+        created_at=record.created_at,
         removed=current.removed,
-    )  # fmt: skip
+    )
 
 
 async def list_workflows(runtime: Runtime, namespace: str | None = None) -> list[DeployedWorkflow]:
@@ -190,7 +200,7 @@ async def list_workflows(runtime: Runtime, namespace: str | None = None) -> list
             hash=records[(w.path, w.latest_version)].hash,
             definition=runtime.definitions.from_record(records[(w.path, w.latest_version)]),
             created_at=records[(w.path, w.latest_version)].created_at,
-        )  # fmt: skip
+        )
         for w in current
         if (w.path, w.latest_version) in records
     ]

@@ -70,7 +70,9 @@ async def op_timer(ctx: ActContext) -> Outcome:
 register(TIMER, op_timer)
 
 
-async def fire_due(runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH) -> TimerReport:
+async def fire_due(
+    runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH
+) -> TimerReport:
     """Fire every pending timer due at `now` (default: the runtime's clock); returns what
     THIS call fired or closed."""
     now = now or runtime.clock.now()
@@ -98,7 +100,9 @@ async def fire_due(runtime: Runtime, now: datetime | None = None, *, batch: int 
     return report
 
 
-async def _fire(runtime: Runtime, timer: ScheduleRecord, workflow: str | None, now: datetime) -> str:
+async def _fire(
+    runtime: Runtime, timer: ScheduleRecord, workflow: str | None, now: datetime
+) -> str:
     """Fire one timer: FIRED, NOT_APPLICABLE (recorded with the reason) or '' (skipped)."""
     if workflow is None:
         return await _not_applicable(runtime, timer, now, "NOT_FOUND: the process is gone")

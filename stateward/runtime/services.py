@@ -99,6 +99,9 @@ class Runtime:
     definitions: DefinitionCache = field(default_factory=DefinitionCache)
     publishers: list[Publisher] = field(default_factory=list)
     automation: list[AutomationHook] = field(default_factory=list)
+    #: Route `act` through one writer task that commits several events per transaction.
+    group_commit: bool = True
+    committer: Any = field(default=None, repr=False)
 
     @classmethod
     async def open(
@@ -146,7 +149,10 @@ class Runtime:
         )
 
     async def close(self) -> None:
-        """Release the database connections."""
+        """Stop the group-commit writer (if any) and release the database connections."""
+        if self.committer is not None:
+            await self.committer.close()
+            self.committer = None
         await self.engine.dispose()
 
     @property

@@ -92,7 +92,9 @@ async def op_sla(ctx: ActContext) -> Outcome:
         details["assignee"] = assignee
 
     async def mark(event: StoredEvent) -> None:
-        if not await kernel_repo(ctx.uow).mark_sla(process.id, kind, ctx.now, process.last_event_at):
+        if not await kernel_repo(ctx.uow).mark_sla(
+            process.id, kind, ctx.now, process.last_event_at
+        ):
             raise not_due(f"SLA {kind} of {process.id} fired concurrently")
         if kind == BREACH:
             await _on_breach(ctx, process, event, team, assignee, deadline)

@@ -27,8 +27,9 @@ async def create_api_token(
     now = runtime.clock.now()
     expires = now + timedelta(seconds=ttl) if ttl is not None else None
     async with runtime.uow() as uow:
-        record = await uow.tokens.add(token_hash(token), actor, now, label=label,
-                                      expires_at=expires)  # fmt: skip
+        record = await uow.tokens.add(
+            token_hash(token), actor, now, label=label, expires_at=expires
+        )
         await uow.commit()
     return token, record
 

@@ -53,8 +53,12 @@ class VerificationProblem:
 
     def as_dict(self) -> dict[str, Any]:
         """`{process, seq, code, message}`."""
-        return {"process": self.process, "seq": self.seq, "code": self.code,
-                "message": self.message}  # fmt: skip
+        return {
+            "process": self.process,
+            "seq": self.seq,
+            "code": self.code,
+            "message": self.message,
+        }
 
     def line(self) -> str:
         """`process seq CODE message` (the CLI's output format)."""
@@ -120,7 +124,7 @@ class _ProcessCheck:
                 e.hash,
                 e.envelope.encode("utf-8"),
                 e.signature,
-            )  # fmt: skip
+            )
             for e in events
         ):
             self.problem(p.seq, p.code, p.message)
@@ -160,14 +164,20 @@ class _ProcessCheck:
             columns["action"] = (event.action, envelope.action.name)
         for column, (stored, signed) in columns.items():
             if stored != signed:
-                self.problem(event.seq, ENVELOPE_MISMATCH,
-                             f"column {column} differs from the signed envelope")  # fmt: skip
+                self.problem(
+                    event.seq,
+                    ENVELOPE_MISMATCH,
+                    f"column {column} differs from the signed envelope",
+                )
         signed_env = SignedEnvelope(envelope, event.signer, event.signature)
         try:
             verify_envelope(
-                signed_env, net=self.runtime.net, now=None, trusted_signers=self.trusted,
+                signed_env,
+                net=self.runtime.net,
+                now=None,
+                trusted_signers=self.trusted,
                 revoked=_revoked_after(statuses, event),
-            )  # fmt: skip
+            )
         except DomainError as exc:
             self.problem(event.seq, BAD_SIGNATURE, exc.message)
         return envelope
@@ -180,10 +190,12 @@ class _ProcessCheck:
             version = await self.uow.workflows.version(record.workflow, record.workflow_version)
             if version is None:
                 raise DomainError(NOT_FOUND, f"{record.workflow} v{record.workflow_version}")
-            if sha256_hex(version.definition.encode("utf-8")) != version.hash:
-                self.problem(0, WORKFLOW_MISMATCH,
-                             f"{record.workflow} v{version.version}: definition differs from "
-                             "its hash")  # fmt: skip
+            if sha256_hex(canonical_bytes(json.loads(version.definition))) != version.hash:
+                self.problem(
+                    0,
+                    WORKFLOW_MISMATCH,
+                    f"{record.workflow} v{version.version}: definition differs from its hash",
+                )
             return self.runtime.definitions.from_record(version)
         except DomainError as exc:
             self.problem(0, NOT_FOUND, f"pinned definition unavailable: {exc.message}")
@@ -201,10 +213,16 @@ class _ProcessCheck:
             name = replay_name(envelope.action.name, event.action)
             try:
                 outcome = evaluate(
-                    definition, snapshot, name=name, input=envelope.action.input, actor=actor,
-                    ts=envelope.ts, event_id=envelope.identity(), process_id=envelope.process,
+                    definition,
+                    snapshot,
+                    name=name,
+                    input=envelope.action.input,
+                    actor=actor,
+                    ts=envelope.ts,
+                    event_id=envelope.identity(),
+                    process_id=envelope.process,
                     authorize=False,
-                )  # fmt: skip
+                )
             except DomainError as exc:
                 self.problem(event.seq, REPLAY_FAILED, f"{exc.code}: {exc.message}")
                 return None
@@ -216,11 +234,17 @@ class _ProcessCheck:
         last = events[-1] if events else None
         seq = last.seq if last else 0
         if replayed.state != record.state:
-            self.problem(seq, STATE_MISMATCH,
-                         f"stored state {record.state!r}, replay gives {replayed.state!r}")  # fmt: skip
+            self.problem(
+                seq,
+                STATE_MISMATCH,
+                f"stored state {record.state!r}, replay gives {replayed.state!r}",
+            )
         if replayed.status != record.status:
-            self.problem(seq, STATUS_MISMATCH,
-                         f"stored status {record.status!r}, replay gives {replayed.status!r}")  # fmt: skip
+            self.problem(
+                seq,
+                STATUS_MISMATCH,
+                f"stored status {record.status!r}, replay gives {replayed.status!r}",
+            )
         if _canon(replayed.data) != _canon(record.data):
             self.problem(seq, DATA_MISMATCH, "stored data differs from the replayed data")
         if last is not None and (record.seq != last.seq or record.head_hash != last.hash):
@@ -238,9 +262,12 @@ class _ProcessCheck:
         }
         actual = {(g.actor, g.role) for g in await uow.grants.members(ns)}
         if expected != actual:
-            self.problem(0, GRANTS_MISMATCH,
-                         f"role_grants of {ns} differ from the registry's members "
-                         f"(missing {sorted(expected - actual)}, extra {sorted(actual - expected)})")  # fmt: skip
+            self.problem(
+                0,
+                GRANTS_MISMATCH,
+                f"role_grants of {ns} differ from the registry's members "
+                f"(missing {sorted(expected - actual)}, extra {sorted(actual - expected)})",
+            )
         for path, info in (data.get("workflows") or {}).items():
             row = await uow.workflows.get(path)
             version = await uow.workflows.version(path, int(info["version"]))
@@ -263,10 +290,15 @@ def _after(
 ) -> ProcessSnapshot:
     chain = (before.automation_chain + 1 if before else 1) if outcome.action == "$automate" else 0
     return ProcessSnapshot(
-        id=record.id, workflow=record.workflow, version=record.workflow_version,
-        state=outcome.state, status=outcome.status, data=outcome.data,
-        started_by=before.started_by if before else envelope.actor, automation_chain=chain,
-    )  # fmt: skip
+        id=record.id,
+        workflow=record.workflow,
+        version=record.workflow_version,
+        state=outcome.state,
+        status=outcome.status,
+        data=outcome.data,
+        started_by=before.started_by if before else envelope.actor,
+        automation_chain=chain,
+    )
 
 
 def _revoked_after(

@@ -128,7 +128,9 @@ async def _send(http: httpx.AsyncClient, delivery: DeliveryRecord, secret: str |
     return Attempt(delivery.id, False, response.status_code, f"HTTP {response.status_code}")
 
 
-async def _record(uow: UnitOfWork, delivery: DeliveryRecord, attempt: Attempt, now: datetime) -> None:
+async def _record(
+    uow: UnitOfWork, delivery: DeliveryRecord, attempt: Attempt, now: datetime
+) -> None:
     if attempt.ok:
         await uow.webhooks.mark_delivered(delivery.id, now)
         return

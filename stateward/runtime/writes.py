@@ -193,21 +193,41 @@ async def _spawn(
     if spawn.state is not None:
         start_input["state"] = spawn.state
     envelope = build_envelope(
-        runtime.net, spawn.child_id, START, spawn.workflow, start_input, SYSTEM_ACTOR,
+        runtime.net,
+        spawn.child_id,
+        START,
+        spawn.workflow,
+        start_input,
+        SYSTEM_ACTOR,
         ctx.envelope.ts,
-    )  # fmt: skip
+    )
     signed = sign_envelope(envelope, runtime.node_key)
     system = Actor(id=SYSTEM_ACTOR)
     identity = envelope.identity()
     outcome = evaluate(
-        definition, None, name=START, input=start_input, actor=system, ts=envelope.ts,
-        event_id=identity, process_id=spawn.child_id,
-    )  # fmt: skip
+        definition,
+        None,
+        name=START,
+        input=start_input,
+        actor=system,
+        ts=envelope.ts,
+        event_id=identity,
+        process_id=spawn.child_id,
+    )
     child_ctx = ActContext(
-        runtime=runtime, uow=uow, signed=signed, identity=identity, now=ctx.now, actor=system,
-        definition=definition, process=None, kind=INSTANCE, namespace=definition.namespace,
-        workflow=spawn.workflow, version=version,
-    )  # fmt: skip
+        runtime=runtime,
+        uow=uow,
+        signed=signed,
+        identity=identity,
+        now=ctx.now,
+        actor=system,
+        definition=definition,
+        process=None,
+        kind=INSTANCE,
+        namespace=definition.namespace,
+        workflow=spawn.workflow,
+        version=version,
+    )
     child = await write_event(child_ctx, outcome)
     written.children.extend(child.children)
     written.outbox.extend(child.outbox)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, writes
+from stateward.resolvers import kernel, packages, writes
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.public import PublicEntry, PublicView
@@ -55,12 +55,10 @@ class Mutation:
 
     @strawberry.mutation
     async def clone_workflow(self, info: Info, source: str, target: str) -> Workflow:
-        return await writes.clone_workflow(info, source, target)
+        return await packages.clone_workflow(info, source, target)
 
     @strawberry.mutation(description="Deploy a package's workflows and modules (all or nothing).")
     async def import_package(self, info: Info, package: JSON) -> list[Workflow]:
-        from stateward.resolvers import packages
-
         return await packages.import_package(info, package)
 
     @strawberry.mutation

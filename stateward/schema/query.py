@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, nodes, reads
+from stateward.resolvers import kernel, nodes, packages, reads
 from stateward.schema.inputs import InstanceFilter
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
@@ -106,8 +106,6 @@ class Query:
     async def export_package(
         self, info: Info, namespace: str, paths: list[str] | None = None
     ) -> JSON:
-        from stateward.resolvers import packages
-
         return await packages.export_package(info, namespace, paths)
 
     @strawberry.field(description="Validate a definition without deploying it.")

@@ -55,7 +55,7 @@ class OutboxRelay:
         *,
         sweep_interval: float = 2.0,
         grace: float = 5.0,
-        flush_interval: float = 0.1,
+        flush_interval: float = 1.0,
         batch: int = 500,
     ) -> None:
         self.runtime = runtime
@@ -232,6 +232,14 @@ class OutboxRelay:
 
     async def _fill(self, before: int | None) -> None:
         """Deliver committed rows after the cursor (and below `before` when given)."""
+        start = self.cursor
+        try:
+            await self._fill_rows(before)
+        finally:
+            if self.cursor > start and before is None:
+                log.info("relay caught up to cursor %d from the outbox", self.cursor)
+
+    async def _fill_rows(self, before: int | None) -> None:
         while before is None or self.cursor < before - 1:
             async with self.runtime.uow(readonly=True) as uow:
                 rows = await uow.outbox.events_after(self.cursor, limit=self.batch)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from api_app import FakeServices, make_app
+from graph_stack import api  # noqa: F401  (the real stack for the schema tests)
 from starlette.applications import Starlette
 
 

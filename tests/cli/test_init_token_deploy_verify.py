@@ -95,9 +95,12 @@ def test_verify_reports_a_tampered_event_and_exits_one(db_url: str, tmp_path: Pa
         engine = create_engine(db_url)
         try:
             async with engine.begin() as conn:
-                await conn.execute(text(
-                    "UPDATE events SET signature = :s WHERE process_id = 'case-review-registry'"
-                ), {"s": "A" * 86})  # fmt: skip
+                await conn.execute(
+                    text(
+                        "UPDATE events SET signature = :s WHERE process_id = 'case-review-registry'"
+                    ),
+                    {"s": "A" * 86},
+                )
         finally:
             await engine.dispose()
 

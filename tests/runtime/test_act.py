@@ -66,8 +66,9 @@ async def test_a_forged_signature_is_refused(admin_rt, operator):
 
 async def test_an_envelope_from_another_net_is_refused(admin_rt, operator):
     pid = await _instance(admin_rt, operator)
-    envelope = build_envelope("another-net", pid, "create", PATH, {}, operator.public,
-                              admin_rt.clock.now())  # fmt: skip
+    envelope = build_envelope(
+        "another-net", pid, "create", PATH, {}, operator.public, admin_rt.clock.now()
+    )
     with pytest.raises(DomainError) as info:
         await act(admin_rt, sign_envelope(envelope, operator), attested=False)
     assert info.value.code == "BAD_SIGNATURE"
@@ -76,8 +77,9 @@ async def test_an_envelope_from_another_net_is_refused(admin_rt, operator):
 
 async def test_an_untrusted_signer_cannot_speak_for_another_actor(admin_rt, operator):
     pid = await _instance(admin_rt, operator)
-    envelope = build_envelope(admin_rt.net, pid, "create", PATH, {}, operator.public,
-                              admin_rt.clock.now())  # fmt: skip
+    envelope = build_envelope(
+        admin_rt.net, pid, "create", PATH, {}, operator.public, admin_rt.clock.now()
+    )
     with pytest.raises(DomainError) as info:
         await act(admin_rt, sign_envelope(envelope, generate_keypair()), attested=False)
     assert info.value.details["reason"] == "untrusted_signer"
@@ -105,8 +107,16 @@ async def test_a_reused_nonce_with_other_content_is_replayed(admin_rt, operator)
     pid = await _instance(admin_rt, operator)
     first = _create(admin_rt, operator, pid)
     await act(admin_rt, first, attested=False)
-    again = build_envelope(admin_rt.net, pid, "note", PATH, {}, operator.public,
-                           admin_rt.clock.now(), nonce=first.envelope.nonce)  # fmt: skip
+    again = build_envelope(
+        admin_rt.net,
+        pid,
+        "note",
+        PATH,
+        {},
+        operator.public,
+        admin_rt.clock.now(),
+        nonce=first.envelope.nonce,
+    )
     assert await _codes(act(admin_rt, sign_envelope(again, operator), attested=False)) == "REPLAYED"
 
 
@@ -139,8 +149,9 @@ async def test_json_that_canonical_form_cannot_carry_is_refused_before_anything(
     with pytest.raises(DomainError) as info:
         parse_signed(text)
     assert info.value.code == "INVALID_JSON"
-    big = dict(body, event=dict(body["event"], action={**body["event"]["action"],
-                                                        "input": {"n": 2**60}}))  # fmt: skip
+    big = dict(
+        body, event=dict(body["event"], action={**body["event"]["action"], "input": {"n": 2**60}})
+    )
     with pytest.raises(DomainError) as info:
         parse_signed(big)
     assert info.value.code == "INVALID_INPUT"

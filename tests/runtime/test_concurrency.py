@@ -27,8 +27,11 @@ async def test_fifty_concurrent_actions_are_each_applied_exactly_once(admin_rt, 
         return await perform_action(admin_rt, operator.public, pid, "note", {"i": i})
 
     async def client(i: int) -> object:
-        return await act(admin_rt, sign_as(admin_rt, writer, pid, "note", ONBOARDING["$path"],
-                                           {"i": i}), attested=False)  # fmt: skip
+        return await act(
+            admin_rt,
+            sign_as(admin_rt, writer, pid, "note", ONBOARDING["$path"], {"i": i}),
+            attested=False,
+        )
 
     calls = [attested(i) if i % 2 else client(i) for i in range(N)]
     results = await asyncio.gather(*calls, return_exceptions=True)

@@ -110,18 +110,24 @@ async def test_removed_workflows_disappear_but_keep_their_versions(admin_rt, ope
 async def test_modules_are_stored_with_their_hash_and_hooks_resolve_against_them(
     admin_rt, operator
 ):
-    await registry.add_module(admin_rt, operator, "ops/auto", "scoring",
-                              "def score(ctx):\n    return {}\n")  # fmt: skip
+    await registry.add_module(
+        admin_rt, operator, "ops/auto", "scoring", "def score(ctx):\n    return {}\n"
+    )
     hooked = {
-        "$version": "2.0", "$path": "ops/auto/scored", "initial": "scoring",
-        "states": {"scoring": {"label": "S", "audience": "system", "hook": "scoring:score"},
-                   "done": {"label": "D", "terminal": True}},
+        "$version": "2.0",
+        "$path": "ops/auto/scored",
+        "initial": "scoring",
+        "states": {
+            "scoring": {"label": "S", "audience": "system", "hook": "scoring:score"},
+            "done": {"label": "D", "terminal": True},
+        },
         "actions": {"finish": {"from": "scoring", "to": "done"}},
-    }  # fmt: skip
+    }
     await registry.deploy_workflow(admin_rt, operator, hooked)
     missing = dict(hooked, **{"$path": "ops/auto/other"})
-    missing["states"] = dict(hooked["states"], scoring={**hooked["states"]["scoring"],
-                                                        "hook": "nope:score"})  # fmt: skip
+    missing["states"] = dict(
+        hooked["states"], scoring={**hooked["states"]["scoring"], "hook": "nope:score"}
+    )
     with pytest.raises(DomainError) as info:
         await registry.deploy_workflow(admin_rt, operator, missing)
     assert "UNRESOLVED_HOOK" in {p.code for p in info.value.problems}

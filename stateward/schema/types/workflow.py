@@ -10,7 +10,7 @@ are flagged; self-effects are loops with `selfEffect: true`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
@@ -351,13 +351,13 @@ class Workflow(Node):
             info, first, after, workflow=self.path, status=status, state=state
         )
 
-    @strawberry.field(description="Counts and timings from the event log (runtime analytics).")
-    async def analytics(self, info: Info) -> JSON | None:
+    @strawberry.field(
+        description="Started/completed/cancelled counts, cycle time p50/p90, dwell and SLA "
+        "compliance per state, from the event log (all versions unless `thisVersion`)."
+    )
+    async def analytics(self, info: Info, this_version: bool = False) -> JSON:
         from stateward.resolvers import reads
 
-        return await reads.workflow_analytics(info, self.path)
-
-
-def source_of(definition: Definition) -> dict[str, Any]:
-    """The authored JSON of a definition (a plain dict)."""
-    return dict(definition.source)
+        return await reads.workflow_analytics(
+            info, self.path, self.version if this_version else None
+        )

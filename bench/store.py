@@ -1,0 +1,220 @@
+"""Store throughput: events appended per second through `runtime.act`, beside a bare INSERT.
+
+Per backend (SQLite file at synchronous=NORMAL; PostgreSQL in a temporary database):
+- events: client-signed envelopes (a self-effect `tick` incrementing a counter) spread
+  over `--instances` instances, submitted by `--concurrency` tasks to `runtime.act` — the
+  whole path: signature verification, revocation and role reads, the engine, the process
+  row, the hash-chained event row and the outbox row, with group commit (one writer task,
+  several events per transaction, each all-or-nothing). The same run also measures the
+  path without group commit (one transaction per event, sequential) for reference;
+- bare: one INSERT of a row of the event row's size per transaction, through the same
+  driver stack (async SQLAlchemy unit of work), sequential.
+The ratio is events/s over bare inserts/s. PostgreSQL uses STATEWARD_TEST_POSTGRES_URL,
+defaulting to the local server (postgresql+asyncpg://postgres@127.0.0.1:5432/test); when
+it cannot be reached the PostgreSQL figures are null with a note on stderr.
+Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from stateward.governance.keys import generate_keypair
+from stateward.runtime import registry
+from stateward.runtime.act import act
+from stateward.runtime.commands import sign_as, start_instance
+from stateward.runtime.genesis import init
+from stateward.runtime.services import Runtime
+from stateward.settings import Settings
+
+DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+COUNTER = {
+    "$version": "2.0",
+    "$path": "bench/store/counter",
+    "initial": "open",
+    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
+    "actions": {
+        "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
+        "close": {"label": "Close", "from": "open", "to": "done"},
+    },
+}
+
+
+async def _events(
+    rt: Runtime, n: int, instances: int, concurrency: int, *, group: bool
+) -> tuple[float, int]:
+    """(events/s, bytes of one event row) for `n` ticks through `act`."""
+    operator = generate_keypair()
+    await init(rt, operator.public)
+    await registry.deploy_workflow(rt, operator, COUNTER)
+    ids = [
+        (await start_instance(rt, operator.public, COUNTER["$path"])).record.id
+        for _ in range(instances)
+    ]
+    rt.group_commit = group
+    signed = [
+        sign_as(rt, operator, ids[i % instances], "tick", COUNTER["$path"], {"i": i})
+        for i in range(n)
+    ]
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await act(rt, item, attested=False)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(s) for s in signed))
+    elapsed = time.perf_counter() - start
+    row = len(signed[0].envelope.canonical()) + len(signed[0].signature) + 64 * 3 + 200
+    return n / elapsed, row
+
+
+async def _bare(rt: Runtime, n: int, row_bytes: int) -> float:
+    """Bare single-row INSERT transactions per second, same engine and unit of work."""
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            text("CREATE TABLE bench_bare (id BIGINT PRIMARY KEY, k VARCHAR(64), body TEXT)")
+        )
+    body = "x" * row_bytes
+    stmt = text("INSERT INTO bench_bare (id, k, body) VALUES (:id, :k, :body)")
+    start = time.perf_counter()
+    for i in range(n):
+        async with rt.uow() as uow:
+            await uow.session.execute(stmt, {"id": i, "k": uuid.uuid4().hex, "body": body})
+            await uow.commit()
+    return n / (time.perf_counter() - start)
+
+
+async def _measure(url: str, n: int, instances: int, concurrency: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for group in (False, True):
+        settings = Settings(database_url=url)
+        rt = await Runtime.open(settings, node_key=generate_keypair())
+        try:
+            rate, row = await _events(
+                rt,
+                n if group else max(n // 2, 50),
+                instances,
+                concurrency if group else 1,
+                group=group,
+            )
+            figures["events_per_s" if group else "single_events_per_s"] = rate
+            if group:
+                figures["bare_inserts_per_s"] = await _bare(rt, n, row)
+        finally:
+            await rt.close()
+        url = await _fresh(url)
+    figures["ratio_vs_bare_insert"] = figures["events_per_s"] / figures["bare_inserts_per_s"]
+    return figures
+
+
+_CLEANUP: list[Any] = []
+
+
+async def _fresh(url: str) -> str:
+    """A new empty database of the same kind (the second measurement starts clean)."""
+    if make_url(url).get_backend_name() == "sqlite":
+        folder = tempfile.mkdtemp(prefix="stateward-bench-")
+        _CLEANUP.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+        return f"sqlite+aiosqlite:///{folder}/store.db"
+    return await _pg_database(os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG)
+
+
+async def _pg_admin(base: str, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        make_url(base).set(drivername="postgresql").render_as_string(hide_password=False)
+    )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _pg_database(base: str) -> str:
+    name = f"sw_bench_{uuid.uuid4().hex[:12]}"
+    await _pg_admin(base, f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    _CLEANUP.append(drop)
+    return make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+async def _run(quick: bool) -> dict[str, Any]:
+    n, instances, concurrency = (400, 24, 24) if quick else (3000, 24, 24)
+    result: dict[str, Any] = {}
+    sqlite = await _measure(await _fresh("sqlite+aiosqlite:///x.db"), n, instances, concurrency)
+    result["sqlite"] = sqlite
+    try:
+        pg_url = await _pg_database(os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG)
+        result["postgres"] = await _measure(pg_url, n, instances, concurrency)
+    except (OSError, ImportError) as error:
+        print(f"note: PostgreSQL not reachable ({error}); its figures are null", file=sys.stderr)
+        result["postgres"] = None
+    except Exception as error:  # asyncpg raises its own hierarchy on refused logins
+        print(f"note: PostgreSQL part failed ({error}); its figures are null", file=sys.stderr)
+        result["postgres"] = None
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table, and with `--json` one JSON object last."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer events (< 30 s)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object last")
+    args = parser.parse_args(argv)
+    try:
+        result = asyncio.run(_run(args.quick))
+    finally:
+        for cleanup in reversed(_CLEANUP):
+            cleanup()
+    for backend in ("sqlite", "postgres"):
+        figures = result[backend]
+        if figures is None:
+            print(f"{backend:9s} skipped")
+            continue
+        print(
+            f"{backend:9s} events/s {figures['events_per_s']:8.0f} (group commit)  "
+            f"single {figures['single_events_per_s']:6.0f}  "
+            f"bare inserts/s {figures['bare_inserts_per_s']:8.0f}  "
+            f"ratio {figures['ratio_vs_bare_insert']:.0%}"
+        )
+    if args.json:
+        sq, pg = result["sqlite"], result["postgres"]
+        print(
+            json.dumps(
+                {
+                    "sqlite_events_per_s": round(sq["events_per_s"], 1),
+                    "sqlite_ratio_vs_bare_insert": round(sq["ratio_vs_bare_insert"], 3),
+                    "sqlite_single_events_per_s": round(sq["single_events_per_s"], 1),
+                    "sqlite_bare_inserts_per_s": round(sq["bare_inserts_per_s"], 1),
+                    "postgres_events_per_s": round(pg["events_per_s"], 1) if pg else None,
+                    "postgres_ratio_vs_bare_insert": round(pg["ratio_vs_bare_insert"], 3)
+                    if pg
+                    else None,
+                    "postgres_bare_inserts_per_s": round(pg["bare_inserts_per_s"], 1)
+                    if pg
+                    else None,
+                }
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

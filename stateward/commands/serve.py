@@ -1,0 +1,152 @@
+"""`stateward serve [--db URL] [--host H] [--port P] [--bus URL] [--demo]`: run a node.
+
+Settings come from the environment (STATEWARD_*), flags override them. The server is
+uvicorn running `create_app(settings)`; once its startup has completed (database
+migrated, genesis ensured, bus subscribed; with `--demo` also the examples loaded) it
+prints `listening on http://HOST:PORT/graphql` — with the real port when `--port 0`
+asked for a free one. SIGINT/SIGTERM stop it gracefully (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from stateward.app import create_app
+from stateward.settings import Settings
+
+log = logging.getLogger("stateward.serve")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the environment with the command-line flags applied on top."""
+    return Settings.from_env(
+        database_url=getattr(args, "db", None),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        bus_url=getattr(args, "bus", None),
+        mode=getattr(args, "mode", None),
+        node_key_file=getattr(args, "node_key_file", None),
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that SIGINT/SIGTERM end it with exit code 0.
+
+    uvicorn re-raises a captured signal after its graceful shutdown (so the process dies
+    of it); a stopped `stateward serve` should instead exit normally. A second signal
+    forces the exit without waiting for open connections.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Handle SIGINT/SIGTERM as 'stop gracefully' while serving."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted; 0 on a clean stop, 1 when startup fails."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    settings = settings_from_args(args)
+    try:
+        return asyncio.run(serve(settings, demo=bool(getattr(args, "demo", False))))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def serve(settings: Settings, *, demo: bool = False) -> int:
+    """Run uvicorn with the app for `settings`; announce readiness once started."""
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_level="warning",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=5,
+    )
+    server = _Server(config)
+    announcer = asyncio.create_task(_announce(server, app, settings, demo))
+    try:
+        await server.serve()
+    finally:
+        announcer.cancel()
+        with contextlib.suppress(BaseException):
+            await announcer
+    if not server.started:
+        print("serve: the server did not start (see the errors above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _announce(server: uvicorn.Server, app: Any, settings: Settings, demo: bool) -> None:
+    """Wait for uvicorn's startup, run the demo if asked, print where to connect."""
+    while not server.started:
+        if server.should_exit:
+            return
+        await asyncio.sleep(0.02)
+    host, port = _bound(server, settings)
+    url = f"http://{host}:{port}/graphql"
+    services = app.state.services
+    boot = getattr(services, "bootstrap", None)
+    if boot is not None and boot.created:
+        key = boot.operator_key_file.resolve()
+        print(f"initialized a new deployment; operator key: {key}", flush=True)
+    if demo:
+        try:
+            await _demo(services, url)
+        except Exception as error:
+            log.exception("the demo could not be loaded")
+            print(f"serve: --demo failed: {error}", file=sys.stderr, flush=True)
+            server.should_exit = True
+            return
+    print(f"listening on {url}", flush=True)
+
+
+async def _demo(services: Any, url: str) -> None:
+    from stateward.runtime.container import operator_key_path
+    from stateward.runtime.demo import describe, load_demo_from_file
+
+    key_file = operator_key_path(services.settings)
+    if not key_file.exists():
+        raise FileNotFoundError(
+            f"--demo deploys as the operator key {key_file}, which does not exist "
+            "(set STATEWARD_OPERATOR_KEY_FILE to the key given to `stateward init`)"
+        )
+    result = await load_demo_from_file(services.runtime, key_file)
+    print(describe(result, url), flush=True)
+
+
+def _bound(server: uvicorn.Server, settings: Settings) -> tuple[str, int]:
+    """The address uvicorn actually listens on (the real port when asked for port 0)."""
+    for srv in getattr(server, "servers", []) or []:
+        for sock in getattr(srv, "sockets", []) or []:
+            name = sock.getsockname()
+            host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+            return (f"[{host}]" if ":" in host else host), int(name[1])
+    return settings.host, settings.port

@@ -1,0 +1,137 @@
+"""Automated states (DESIGN §5, §7): run a `system` state's hook, record it, advance.
+
+When an event enters a `system` state with a hook, the core calls the runtime's
+automation hooks after commit; `install` adds ours. `automate` loads the instance and the
+hook's module (deployed with `add_module`), runs `def fn(ctx)` in the Starlark sandbox
+with ctx `{instance_id, workflow, state, data, input}`, then appends ONE `$automate`
+system event whose input records the module (namespace, name, version, hash) and the
+hook's result — so `verify` replays it without running Starlark. The engine merges the
+result like `$merge` and advances (`$action` routing). A hook that fails or times out,
+a result that cannot be recorded, or an 11th consecutive automated event (cycle guard,
+counted by the core in `automation_chain`) gives an `$automate` event that puts the
+process in status `error` with the reason. The event that entered the state stands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from stateward.domain.errors import DomainError
+from stateward.domain.lifecycle import MAX_AUTOMATION_CHAIN
+from stateward.domain.model import LIVE_STATUSES, Outcome
+from stateward.persistence.records import INSTANCE
+from stateward.runtime.hooks import HookModule, HookRef, HookRunner, parse_hook_ref
+from stateward.runtime.kernel import ActContext, apply_engine, register
+from stateward.runtime.ops_support import (
+    input_str,
+    is_not_due,
+    not_due,
+    require_instance,
+    require_system,
+    system_act,
+)
+from stateward.runtime.services import Runtime
+
+log = logging.getLogger(__name__)
+
+AUTOMATE = "$automate"
+HOOK_UNAVAILABLE = "HOOK_NOT_FOUND"
+
+
+async def op_automate(ctx: ActContext) -> Outcome:
+    """`$automate {hook, after, module?, result | error}` (system): the recorded run of
+    the current system state's hook, applied by the engine (merge + advance, or error)."""
+    require_system(ctx)
+    process = require_instance(ctx)
+    hook = input_str(ctx, "hook")
+    state = ctx.definition.states.get(process.state)
+    after = ctx.input.get("after")
+    if (
+        process.status not in LIVE_STATUSES
+        or state is None
+        or state.audience != "system"
+        or state.hook != hook
+        or (isinstance(after, int) and after != process.seq)
+    ):
+        raise not_due(f"{process.id} is not waiting for hook {hook} (seq {process.seq})")
+    return apply_engine(ctx)
+
+
+register(AUTOMATE, op_automate)
+
+
+def install(runtime: Runtime, runner: HookRunner) -> Callable[[Runtime, str, str], Awaitable[None]]:
+    """Make `runtime` run system-state hooks with `runner` after each commit that enters
+    such a state; returns the installed hook (remove it from `runtime.automation` to stop)."""
+
+    async def run(rt: Runtime, process_id: str, hook: str) -> None:
+        await automate(rt, runner, process_id, hook)
+
+    runtime.automation.append(run)
+    return run
+
+
+async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: str) -> bool:
+    """Run `hook` for the instance waiting in its system state and append the `$automate`
+    event; False when the instance is not (or no longer) waiting for it."""
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.get(process_id)
+        if process is None or process.kind != INSTANCE or process.status not in LIVE_STATUSES:
+            return False
+        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+        state = definition.states.get(process.state)
+        if state is None or state.audience != "system" or state.hook != hook:
+            return False
+        last = await uow.events.get(process.id, process.seq)
+        ref = parse_hook_ref(hook)
+        module = None
+        if isinstance(ref, HookRef):
+            module = await uow.modules.get(ref.namespace or process.namespace, ref.module)
+    input: dict[str, Any] = {"hook": hook, "after": process.seq}
+    if process.automation_chain >= MAX_AUTOMATION_CHAIN:
+        input["guard"] = True  # the engine refuses the 11th automated event: no run
+    elif module is None or not isinstance(ref, HookRef):
+        input.update(error=f"{HOOK_UNAVAILABLE}: module of hook {hook} is not deployed",
+                     code=HOOK_UNAVAILABLE)  # fmt: skip
+    else:
+        input["module"] = {
+            "namespace": module.namespace, "name": module.name, "version": module.version,
+            "hash": module.hash,
+        }  # fmt: skip
+        ctx = {
+            "instance_id": process.id,
+            "workflow": process.workflow,
+            "state": process.state,
+            "data": dict(process.data),
+            "input": dict(last.input) if last is not None and isinstance(last.input, dict) else {},
+        }
+        result = await runner.run(
+            HookModule(module.namespace, module.name, module.source),
+            ref.function,
+            ctx,
+            runtime.settings.hook_timeout_ms,
+        )
+        if result.ok:
+            input["result"] = result.value
+        else:
+            input.update(error=f"{result.error_code}: {result.error}", code=result.error_code)
+    return await _record(runtime, process.id, process.workflow, input)
+
+
+async def _record(runtime: Runtime, process_id: str, workflow: str, input: dict[str, Any]) -> bool:
+    """Append the `$automate` event; a result the log cannot hold becomes an error."""
+    try:
+        await system_act(runtime, process_id, workflow, AUTOMATE, input)
+        return True
+    except DomainError as error:
+        if is_not_due(error):
+            return False
+        if "result" not in input:
+            log.warning("automation of %s not recorded: %s %s", process_id, error.code,
+                        error.message)  # fmt: skip
+            return False
+        failed = {k: v for k, v in input.items() if k != "result"}
+        failed.update(error=f"HOOK_BAD_RESULT: {error.message}", code="HOOK_BAD_RESULT")
+        return await _record(runtime, process_id, workflow, failed)

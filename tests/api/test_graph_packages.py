@@ -1,0 +1,49 @@
+"""Packages, cloning and analytics through the API."""
+
+from __future__ import annotations
+
+from graph_stack import Api, loan
+
+DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
+
+
+async def test_a_package_exported_from_one_namespace_imports_into_another(api: Api) -> None:
+    await api.ok(DEPLOY, {"d": loan()})
+    exported = (await api.ok('{exportPackage(namespace:"acme")}'))["exportPackage"]
+    assert exported["format"] == "stateward.package/1"
+    assert [w["$path"] for w in exported["workflows"]] == ["acme/loans/loan"]
+    package = {**exported, "workflows": [loan("beta/loans/loan")]}
+    package.pop("namespace", None)
+    imported = await api.ok("mutation($p:JSON!){importPackage(package:$p){path version}}",
+                            {"p": package})  # fmt: skip
+    assert imported["importPackage"] == [{"path": "beta/loans/loan", "version": 1}]
+
+
+async def test_a_broken_package_deploys_nothing(api: Api) -> None:
+    bad = loan("beta/loans/bad")
+    bad["initial"] = "nowhere"
+    package = {"format": "stateward.package/1", "workflows": [loan("beta/loans/ok"), bad],
+               "modules": []}  # fmt: skip
+    body = await api.gql("mutation($p:JSON!){importPackage(package:$p){path}}", {"p": package})
+    assert body["errors"][0]["extensions"]["code"] == "INVALID_DEFINITION"
+    listed = await api.ok('{workflows(namespace:"beta/loans"){edges{node{path}}}}')
+    assert listed["workflows"]["edges"] == []
+
+
+async def test_clone_deploys_a_copy_at_the_target(api: Api) -> None:
+    await api.ok(DEPLOY, {"d": loan()})
+    cloned = await api.ok('mutation{cloneWorkflow(source:"acme/loans/loan",'
+                          'target:"acme/loans/loan-copy"){path version hash}}')  # fmt: skip
+    assert cloned["cloneWorkflow"]["path"] == "acme/loans/loan-copy"
+    again = await api.gql('mutation{cloneWorkflow(source:"acme/loans/loan",'
+                          'target:"acme/loans/loan-copy"){path}}')  # fmt: skip
+    assert again["errors"][0]["extensions"]["code"] == "CONFLICT"
+
+
+async def test_workflow_analytics_count_instances(api: Api) -> None:
+    await api.ok(DEPLOY, {"d": loan()})
+    for _ in range(2):
+        await api.ok('mutation{startInstance(workflow:"acme/loans/loan"){id}}')
+    data = await api.ok('{workflow(path:"acme/loans/loan"){analytics}}')
+    figures = data["workflow"]["analytics"]
+    assert figures["started"] == 2 and figures["active"] == 2 and figures["completed"] == 0
