@@ -58,14 +58,27 @@ def sign_as(
     return sign_envelope(envelope, keypair)
 
 
+#: (deployment `net`, process id) -> workflow path. A process never changes workflow, so
+#: this saves a read transaction per action (bounded: dropped whole when full).
+_WORKFLOWS: dict[tuple[str, str], str] = {}
+_WORKFLOWS_LIMIT = 65536
+
+
 async def _workflow_of(runtime: Runtime, instance_id: str) -> str:
     """The workflow path an existing process runs (NOT_FOUND when there is none)."""
     from stateward.domain.errors import NOT_FOUND, DomainError
 
+    key = (runtime.net, instance_id)
+    cached = _WORKFLOWS.get(key)
+    if cached is not None:
+        return cached
     async with runtime.uow(readonly=True) as uow:
         record = await uow.processes.get(instance_id)
     if record is None:
         raise DomainError(NOT_FOUND, f"process {instance_id} does not exist")
+    if len(_WORKFLOWS) >= _WORKFLOWS_LIMIT:
+        _WORKFLOWS.clear()
+    _WORKFLOWS[key] = record.workflow
     return record.workflow
 
 

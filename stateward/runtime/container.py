@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ BUS_CHANNEL_ENV = "STATEWARD_BUS_CHANNEL"
 GROUP_COMMIT_ENV = "STATEWARD_GROUP_COMMIT"
 OPERATOR_FILE = "stateward-operator.json"
 READY_TIMEOUT = 1.5
+#: How long a resolved bearer token is trusted without reading it again (seconds).
+VIEWER_TTL = 1.0
+VIEWER_CACHE_LIMIT = 10_000
 
 
 def operator_key_path(settings: Settings) -> Path:
@@ -125,6 +129,7 @@ class Services:
         self.genesis = self._owns_runtime if genesis is None else genesis
         self.background = self._owns_runtime if background is None else background
         self.started = False
+        self.viewers: dict[str, tuple[float, Viewer]] = {}
         self._stops: list[Callable[[], Awaitable[Any]]] = []
 
     @property
@@ -144,6 +149,7 @@ class Services:
                 self._runtime.group_commit = group_commit(self.settings)
                 self._stops.append(self._close_runtime)
             self._stops.append(self.hooks.close)
+            self._stops.append(self._watch_grants(self._runtime))
             self.relay = OutboxRelay(self._runtime, self.bus, **self.relay_options)
             await self.relay.start()
             self._stops.append(self.relay.stop)
@@ -190,8 +196,41 @@ class Services:
         return True
 
     async def authenticate(self, token: str) -> Viewer | None:
-        """The viewer a bearer token stands for (None: unknown, expired or revoked)."""
-        return await authenticate(self.runtime, token)
+        """The viewer a bearer token stands for (None: unknown, expired or revoked).
+
+        A resolved viewer is reused for `VIEWER_TTL` seconds (one read transaction less per
+        request); grants changed on this node drop the cache at once, other nodes' changes
+        and key revocations apply within the TTL. Refused tokens are never cached.
+        """
+        now = time.monotonic()
+        hit = self.viewers.get(token)
+        if hit is not None and hit[0] > now:
+            viewer = hit[1]
+            if viewer.expires_at is None or viewer.expires_at > self.runtime.clock.now():
+                return viewer
+        found = await authenticate(self.runtime, token)
+        if found is None:
+            self.viewers.pop(token, None)
+            return None
+        if len(self.viewers) >= VIEWER_CACHE_LIMIT:
+            self.viewers.clear()
+        self.viewers[token] = (now + VIEWER_TTL, found)
+        return found
+
+    def _watch_grants(self, runtime: Runtime) -> Callable[[], Awaitable[None]]:
+        """Drop cached viewers whenever this node commits a registry event."""
+
+        async def on_commit(messages: Sequence[dict[str, Any]]) -> None:
+            if any(str(m.get("type", "")).startswith("registry.") for m in messages):
+                self.viewers.clear()
+
+        runtime.publishers.insert(0, on_commit)
+
+        async def stop() -> None:
+            with contextlib.suppress(ValueError):
+                runtime.publishers.remove(on_commit)
+
+        return stop
 
     def create_loaders(self, context: Any) -> dict[str, Any]:
         """Fresh DataLoaders for one request or socket (see `resolvers.loaders`); the

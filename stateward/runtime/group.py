@@ -93,23 +93,25 @@ class GroupCommitter:
 
     async def _batch(self, items: list[_Item]) -> None:
         """Apply `items` in one transaction. When one is refused, the transaction is
-        rolled back, that one is answered on its own and the rest form a new batch: a
-        refused event can never leave a partial write behind."""
+        rolled back and the others form a new batch (a refused event never leaves a
+        partial write behind); the refused ones are answered after the commit, so a
+        resubmission of an envelope of the same batch finds its original."""
         runtime = self.runtime
+        refused: list[_Item] = []
         while items:
             now = runtime.clock.now()
-            failed: int | None = None
+            failed: _Item | None = None
             try:
                 async with runtime.uow() as uow:
                     cache = ReadCache()
                     await cache.prefetch(uow, [item.signed.envelope.process for item in items])
-                    for index, item in enumerate(items):
+                    for item in items:
                         try:
                             item.written = await apply_in(
                                 runtime, uow, item.signed, item.identity, now, cache=cache
                             )
                         except (DomainError, PersistenceConflict, IntegrityError) as error:
-                            item.error, failed = error, index
+                            item.error, failed = error, item
                             break
                         if item.written.process.kind == REGISTRY or item.written.children:
                             cache.clear()
@@ -117,19 +119,19 @@ class GroupCommitter:
                         await uow.commit()
             except Exception:  # the commit itself failed: everyone alone, one by one
                 log.warning("group commit failed; applying %d events one by one", len(items))
-                for item in items:
+                for item in items + refused:
+                    item.written, item.error = None, None
                     await self._alone(item)
                 return
             if failed is None:
                 break
-            refused = items[failed]
-            await self._settle(refused)
-            items = [item for item in items if item is not refused]
+            refused.append(failed)
+            items = [item for item in items if item is not failed]
             for item in items:
                 item.written, item.error = None, None
         self.batches += 1
         self.events += len(items)
-        for item in items:
+        for item in items + refused:
             await self._settle(item)
 
     async def _settle(self, item: _Item) -> None:

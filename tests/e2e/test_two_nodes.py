@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from conftest import drop_database, make_database_url
 from harness import Client, ServerProcess, Subscriber, cursors, login
 from redis import asyncio as aioredis
 from sqlalchemy.engine import make_url
@@ -54,19 +53,26 @@ def _asyncpg(url: str) -> str:
 
 
 @pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh migrated PostgreSQL database for both nodes."""
-    url = make_database_url("postgres")
-    yield url
-    drop_database(url)
+def database(postgres_db_url: str) -> str:
+    """A fresh migrated PostgreSQL database for both nodes (the root conftest's)."""
+    return postgres_db_url
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_asyncpg(POSTGRES_URL or ""))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 @pytest.fixture
-def bus_database() -> Iterator[str]:
-    """A separate fresh database whose connections are only the nodes' bus connections."""
-    url = make_database_url("postgres")
-    yield url
-    drop_database(url)
+async def bus_database() -> AsyncIterator[str]:
+    """A separate empty database whose connections are only the nodes' bus connections."""
+    name = f"sw_e2e_bus_{uuid.uuid4().hex[:12]}"
+    await _admin(f'CREATE DATABASE "{name}"')
+    yield make_url(POSTGRES_URL or "").set(database=name).render_as_string(hide_password=False)
+    await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _start_nodes(tmp_path: Path, database: str, bus_url: str) -> list[ServerProcess]:
@@ -84,7 +90,9 @@ def _start_nodes(tmp_path: Path, database: str, bus_url: str) -> list[ServerProc
     return nodes
 
 
-async def _scenario(tmp_path: Path, nodes: list[ServerProcess], outage: Callable[[], Awaitable[int]]):
+async def _scenario(
+    tmp_path: Path, nodes: list[ServerProcess], outage: Callable[[], Awaitable[int]]
+):
     """Actions on B, a subscriber on A, the bus cut after BEFORE_OUTAGE actions."""
     a, b = nodes
     token = await login(a.url, read_key_file(tmp_path / "operator.json"))

@@ -1,0 +1,99 @@
+"""Group commit: several events per transaction, each still all-or-nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import ONBOARDING, REVIEW
+from stateward.domain.errors import DomainError
+from stateward.runtime import registry
+from stateward.runtime.act import act
+from stateward.runtime.commands import perform_action, sign_as, start_instance
+from stateward.runtime.group import committer_of
+from stateward.runtime.verify import verify
+
+PATH = ONBOARDING["$path"]
+
+
+async def _in_review(rt, operator, n: int = 3) -> list[str]:  # type: ignore[no-untyped-def]
+    await registry.deploy_workflow(rt, operator, REVIEW)
+    await registry.deploy_workflow(rt, operator, ONBOARDING)
+    ids = []
+    for _ in range(n):
+        pid = (await start_instance(rt, operator.public, PATH)).record.id
+        await perform_action(rt, operator.public, pid, "create", {"name": "Ann"})
+        ids.append(pid)
+    return ids
+
+
+async def test_a_refused_event_in_a_batch_leaves_the_others_committed(admin_rt, operator):
+    ids = await _in_review(admin_rt, operator)
+    good = [sign_as(admin_rt, operator, ids[i % 3], "note", PATH, {"i": i}) for i in range(12)]
+    bad = sign_as(admin_rt, operator, ids[0], "create", PATH, {"name": "again"})  # WRONG_STATE
+    results = await asyncio.gather(
+        *(act(admin_rt, s, attested=False) for s in [*good[:6], bad, *good[6:]]),
+        return_exceptions=True,
+    )
+    assert isinstance(results[6], DomainError) and results[6].code == "WRONG_STATE"
+    assert all(not isinstance(r, BaseException) for i, r in enumerate(results) if i != 6)
+    assert committer_of(admin_rt).events >= 12
+    async with admin_rt.uow(readonly=True) as uow:
+        notes = [
+            (await uow.processes.get(pid)).data.get("notes")  # type: ignore[union-attr]
+            for pid in ids
+        ]
+    assert notes == [4, 4, 4]
+    assert (await verify(admin_rt)).valid
+
+
+async def test_the_same_envelope_twice_in_one_batch_is_applied_once(admin_rt, operator):
+    (pid,) = await _in_review(admin_rt, operator, 1)
+    signed = sign_as(admin_rt, operator, pid, "note", PATH, {})
+    first, second = await asyncio.gather(
+        act(admin_rt, signed, attested=False), act(admin_rt, signed, attested=False)
+    )
+    assert sorted([first.duplicate, second.duplicate]) == [False, True]
+    assert first.event == second.event
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (await uow.processes.get(pid)).data["notes"] == 1  # type: ignore[union-attr]
+
+
+async def test_a_reused_nonce_in_one_batch_is_replayed(admin_rt, operator):
+    from stateward.governance.envelope import build_envelope
+    from stateward.governance.verification import sign_envelope
+
+    (pid,) = await _in_review(admin_rt, operator, 1)
+    signed = sign_as(admin_rt, operator, pid, "note", PATH, {"a": 1})
+    other = build_envelope(
+        admin_rt.net,
+        pid,
+        "note",
+        PATH,
+        {"a": 2},
+        operator.public,
+        admin_rt.clock.now(),
+        nonce=signed.envelope.nonce,
+    )
+    results = await asyncio.gather(
+        act(admin_rt, signed, attested=False),
+        act(admin_rt, sign_envelope(other, operator), attested=False),
+        return_exceptions=True,
+    )
+    assert not isinstance(results[0], BaseException)
+    assert isinstance(results[1], DomainError) and results[1].code == "REPLAYED"
+
+
+@pytest.mark.parametrize("group", [True, False])
+async def test_both_paths_give_the_same_log(admin_rt, operator, group):
+    admin_rt.group_commit = group
+    ids = await _in_review(admin_rt, operator, 2)
+    await asyncio.gather(
+        *(perform_action(admin_rt, operator.public, ids[i % 2], "note", {}) for i in range(10))
+    )
+    async with admin_rt.uow(readonly=True) as uow:
+        for pid in ids:
+            events = await uow.events.for_process(pid)
+            assert [e.seq for e in events] == list(range(1, 8))
+    assert (await verify(admin_rt)).valid
