@@ -38,8 +38,8 @@ from stateward.governance.verification import verify_envelope
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
 from stateward.persistence.records import (
     INSTANCE,
-    KeyStatusRecord,
     REGISTRY,
+    KeyStatusRecord,
     OutboxRecord,
     ProcessRecord,
     StoredEvent,
@@ -246,8 +246,12 @@ async def apply_in(
                 f"not {envelope.process}",
                 pointer="/process",
             )
-        if envelope.action.name == START:
-            raise DomainError(INVALID_INPUT, "registries are created by their first event")
+        if envelope.action.name.startswith("$"):
+            raise DomainError(
+                INVALID_INPUT,
+                "registries take governance actions only (created by their first event)",
+                pointer="/action/name",
+            )
         definition = bootstrap_definition(namespace)
         kind, version = REGISTRY, 1
     elif process is None:

@@ -74,16 +74,14 @@ def bus_channel(settings: Settings) -> str:
     return str(value) if value else DEFAULT_CHANNEL
 
 
-def group_commit(settings: Settings) -> bool:
-    """Whether `act` hands events to the single group-commit writer (`runtime.group`).
-
-    `settings.extra["group_commit"]` or `$STATEWARD_GROUP_COMMIT` (1/0) when set; on by
-    default for SQLite, whose one-writer lock makes concurrent writers wait in its busy
-    handler (seconds of tail latency), off for PostgreSQL (row-level concurrency).
-    """
+def group_commit(settings: Settings) -> bool | None:
+    """Whether `act` hands events to the single group-commit writer (`runtime.group`):
+    `settings.extra["group_commit"]` or `$STATEWARD_GROUP_COMMIT` (1/0); None when unset
+    (the runtime's default, on: concurrent SQLite writers otherwise wait in SQLite's busy
+    handler, with seconds of tail latency)."""
     value = (settings.extra or {}).get("group_commit", os.environ.get(GROUP_COMMIT_ENV))
     if value is None or value == "":
-        return make_url(settings.database_url).get_backend_name() == "sqlite"
+        return None
     return str(value).lower() in ("1", "true", "yes", "on")
 
 
@@ -146,7 +144,9 @@ class Services:
         try:
             if self._runtime is None:
                 self._runtime = await Runtime.open(self.settings)
-                self._runtime.group_commit = group_commit(self.settings)
+                wanted = group_commit(self.settings)
+                if wanted is not None:
+                    self._runtime.group_commit = wanted
                 self._stops.append(self._close_runtime)
             self._stops.append(self.hooks.close)
             self._stops.append(self._watch_grants(self._runtime))
@@ -266,9 +266,8 @@ async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
 def _start_automation(runtime: Runtime, hooks: HookRunner) -> Callable[[], Awaitable[None]]:
     """Run system-state hooks after each commit that enters such a state.
 
-    Each run is a background task: the committing caller (and the single group-commit
-    writer, which would otherwise wait on itself when the hook's `$automate` event is
-    submitted) returns at once; the automated events follow over the bus.
+    Each run is a background task: the committing request returns without waiting for
+    the hook; the automated events follow over the bus.
     """
     from stateward.runtime.automation import automate
 

@@ -49,7 +49,7 @@ class _Item:
     attested: bool
     future: asyncio.Future[ActResult]
     written: Written | None = None
-    error: BaseException | None = field(default=None, repr=False)
+    error: Exception | None = field(default=None, repr=False)
 
 
 class GroupCommitter:
@@ -62,6 +62,7 @@ class GroupCommitter:
         self.events = 0
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
+        self._finishing: set[asyncio.Task[None]] = set()
         self._task = self._loop.create_task(self._run(), name="stateward-group-commit")
 
     async def submit(self, signed: SignedEnvelope, identity: str, *, attested: bool) -> ActResult:
@@ -136,8 +137,11 @@ class GroupCommitter:
 
     async def _settle(self, item: _Item) -> None:
         if item.written is not None:
-            await after_commit(self.runtime, item.written)
-            item.future.set_result(result_of(item.written))
+            # Publishing and automation run outside the writer: an automated `$automate`
+            # event is itself submitted here, and the writer must not wait on itself.
+            task = self._loop.create_task(self._finish(item, item.written))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
         elif isinstance(item.error, SeqConflict) and item.attested:
             await self._alone(item)
         else:
@@ -149,6 +153,13 @@ class GroupCommitter:
                 item.future.set_exception(error)
             else:
                 item.future.set_result(result)
+
+    async def _finish(self, item: _Item, written: Written) -> None:
+        try:
+            await after_commit(self.runtime, written)
+        finally:
+            if not item.future.done():
+                item.future.set_result(result_of(written))
 
     async def _alone(self, item: _Item) -> None:
         try:

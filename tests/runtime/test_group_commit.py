@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from conftest import ONBOARDING, REVIEW
+
 from stateward.domain.errors import DomainError
 from stateward.runtime import registry
 from stateward.runtime.act import act

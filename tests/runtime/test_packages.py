@@ -75,7 +75,9 @@ async def other_rt(
     """A second, initialized deployment on its own fresh database of the same kind."""
     url = request.getfixturevalue(f"{db_kind}_db_url")
     rt = await Runtime.open(
-        Settings(database_url=url), clock=ManualClock(datetime.now(UTC)), node_key=generate_keypair()
+        Settings(database_url=url),
+        clock=ManualClock(datetime.now(UTC)),
+        node_key=generate_keypair(),
     )
     admin = generate_keypair()
     await init(rt, admin.public)
@@ -117,7 +119,9 @@ async def test_a_package_with_one_broken_workflow_deploys_nothing(admin_rt, oper
     broken = copy.deepcopy(ORDER)
     broken["states"]["draft"]["assign"] = 7
     with pytest.raises(InvalidDefinition) as info:
-        await import_package(admin_rt, operator, package(INVOICE, broken, modules=[pricing_module()]))
+        await import_package(
+            admin_rt, operator, package(INVOICE, broken, modules=[pricing_module()])
+        )
     problems = {(p.code, p.pointer) for p in info.value.problems}
     assert ("INVALID_FIELD", "/workflows/1/states/draft/assign") in problems
     assert await deployed_paths(admin_rt) == []
