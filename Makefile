@@ -30,4 +30,4 @@ lint: setup
 check: lint test
 
 bench: setup
-	$(BIN)/python bench/engine.py --quick
+	for b in engine store api sla; do $(BIN)/python bench/$$b.py --quick || exit 1; done

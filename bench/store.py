@@ -8,7 +8,8 @@ Per backend (SQLite file at synchronous=NORMAL; PostgreSQL in a temporary databa
   several events per transaction, each all-or-nothing). The same run also measures the
   path without group commit (one transaction per event, sequential) for reference;
 - bare: one INSERT of a row of the event row's size per transaction, through the same
-  driver stack (async SQLAlchemy unit of work), sequential.
+  driver stack (async SQLAlchemy unit of work), sequential; measured just before and just
+  after the events and averaged, so a change of machine load during the run cancels out.
 The ratio is events/s over bare inserts/s. PostgreSQL uses STATEWARD_TEST_POSTGRES_URL,
 defaulting to the local server (postgresql+asyncpg://postgres@127.0.0.1:5432/test); when
 it cannot be reached the PostgreSQL figures are null with a note on stderr.
@@ -81,14 +82,14 @@ async def _events(
     return n / elapsed, row
 
 
-async def _bare(rt: Runtime, n: int, row_bytes: int) -> float:
+async def _bare(rt: Runtime, n: int, row_bytes: int, table: str) -> float:
     """Bare single-row INSERT transactions per second, same engine and unit of work."""
     async with rt.engine.begin() as conn:
         await conn.execute(
-            text("CREATE TABLE bench_bare (id BIGINT PRIMARY KEY, k VARCHAR(64), body TEXT)")
+            text(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, k VARCHAR(64), body TEXT)")
         )
     body = "x" * row_bytes
-    stmt = text("INSERT INTO bench_bare (id, k, body) VALUES (:id, :k, :body)")
+    stmt = text(f"INSERT INTO {table} (id, k, body) VALUES (:id, :k, :body)")
     start = time.perf_counter()
     for i in range(n):
         async with rt.uow() as uow:
@@ -103,6 +104,7 @@ async def _measure(url: str, n: int, instances: int, concurrency: int) -> dict[s
         settings = Settings(database_url=url)
         rt = await Runtime.open(settings, node_key=generate_keypair())
         try:
+            before = await _bare(rt, n // 2, 900, "bench_bare_before") if group else 0.0
             rate, row = await _events(
                 rt,
                 n if group else max(n // 2, 50),
@@ -111,8 +113,9 @@ async def _measure(url: str, n: int, instances: int, concurrency: int) -> dict[s
                 group=group,
             )
             figures["events_per_s" if group else "single_events_per_s"] = rate
-            if group:
-                figures["bare_inserts_per_s"] = await _bare(rt, n, row)
+            if group:  # bare inserts before and after the events: load drift cancels out
+                after = await _bare(rt, n // 2, row, "bench_bare_after")
+                figures["bare_inserts_per_s"] = (before + after) / 2
         finally:
             await rt.close()
         url = await _fresh(url)
