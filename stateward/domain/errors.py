@@ -7,7 +7,7 @@ a human message and, where it applies, an RFC 6901 pointer and a list of problem
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
