@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    Integer,
     String,
     Table,
     TextualSelect,
@@ -68,6 +69,21 @@ class SlaCandidate:
     deadline: datetime
 
 
+@dataclass(frozen=True)
+class AutomationCandidate:
+    """A live process whose system-state automation started before the sweep's cutoff
+    and was not recorded since (a hint for the recovery sweep)."""
+
+    process_id: str
+    workflow: str
+    workflow_version: int
+    state: str
+    seq: int
+    started_at: datetime
+
+
+#: The partial index holding the live rows whose current state awaits its automation.
+AUTOMATION_INDEX = "ix_processes_automation_pending"
 #: The partial index holding the unfired deadlines of each kind.
 PENDING_INDEX = {WARNING: "ix_processes_sla_warn_pending", BREACH: "ix_processes_sla_due_pending"}
 
@@ -130,6 +146,44 @@ class KernelRepository(Repository):
             update(P)
             .where(P.c.id == process_id, mark.is_(None))
             .values({mark.name: now, "last_event_at": last_event_at})
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    def pending_automation_statement(self, cutoff: Any, limit: int) -> TextualSelect:
+        """The recovery sweep's query (see `pending_automation`); `cutoff` is bound, or
+        given as SQL text. SQL text for the same reason as `due_sla_statement`."""
+        hint = f"INDEXED BY {AUTOMATION_INDEX}" if self.dialect == "sqlite" else ""
+        at = cutoff if isinstance(cutoff, str) else ":cutoff"
+        stmt = text(
+            f"SELECT id, workflow, workflow_version, state, seq, automation_at "
+            f"FROM processes {hint} "
+            f"WHERE automation_at <= {at} AND automation_at IS NOT NULL AND {LIVE} "
+            f"ORDER BY automation_at LIMIT {int(limit)}"
+        )
+        if not isinstance(cutoff, str):
+            stmt = stmt.bindparams(bindparam("cutoff", cutoff, type_=UTCDateTime()))
+        return stmt.columns(
+            column("id", String), column("workflow", String),
+            column("workflow_version", Integer), column("state", String),
+            column("seq", Integer), column("automation_at", UTCDateTime()),
+        )  # fmt: skip
+
+    async def pending_automation(self, cutoff: datetime, limit: int) -> list[AutomationCandidate]:
+        """Live processes waiting for their system state's automation since `cutoff` or
+        earlier, oldest first: a range scan of the pending-only partial index."""
+        stmt = self.pending_automation_statement(cutoff, limit)
+        return [AutomationCandidate(*row) for row in await self.session.execute(stmt)]
+
+    async def claim_automation(
+        self, process_id: str, seq: int, cutoff: datetime, at: datetime | None
+    ) -> bool:
+        """Move a candidate's `automation_at` to `at` (a claim: the row leaves the range
+        until `at` is older than a later cutoff; None: nothing to automate), only if it
+        is still at `seq` and pending since `cutoff` or earlier. True = this call won."""
+        stmt = (
+            update(P)
+            .where(P.c.id == process_id, P.c.seq == seq, P.c.automation_at <= cutoff)
+            .values(automation_at=at)
         )
         return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 

@@ -71,6 +71,9 @@ class Process(Base):
     sla_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     sla_breached_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     automation_chain: Mapped[int] = mapped_column(Integer, default=0)
+    #: When the automation of the current `system` state was last started (its entry, or
+    #: a recovery sweep's claim); NULL when the current state awaits no hook.
+    automation_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_event_at: Mapped[datetime] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -87,6 +90,12 @@ class Process(Base):
             "sla_due_at",
             sqlite_where=text(f"sla_breached_at IS NULL AND {LIVE}"),
             postgresql_where=text(f"sla_breached_at IS NULL AND {LIVE}"),
+        ),
+        Index(
+            "ix_processes_automation_pending",
+            "automation_at",
+            sqlite_where=text(f"automation_at IS NOT NULL AND {LIVE}"),
+            postgresql_where=text(f"automation_at IS NOT NULL AND {LIVE}"),
         ),
         Index("ix_processes_status_last_event_at", "status", "last_event_at"),
         Index("ix_processes_parent_id", "parent_id"),

@@ -10,34 +10,51 @@ result like `$merge` and advances (`$action` routing). A hook that fails or time
 a result that cannot be recorded, or an 11th consecutive automated event (cycle guard,
 counted by the core in `automation_chain`) gives an `$automate` event that puts the
 process in status `error` with the reason. The event that entered the state stands.
+
+Recovery (`recover`, run by the ticker): the automation starts after the commit, so a node
+that dies in between leaves the instance waiting. The entering event stamps
+`automation_at`; `$automate` (or leaving the state) clears it. Instances stamped longer
+than `recovery_grace` ago are found by a range scan of a pending-only partial index,
+claimed by a conditional update (the stamp moves to now: one node per grace period runs
+the hook) and handed to the installed automation again. `op_automate` re-checks state and
+seq inside the event's transaction, so a late original run and a recovery run never both
+record: the second is `not_due` and skipped.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from stateward.domain.errors import DomainError
 from stateward.domain.lifecycle import MAX_AUTOMATION_CHAIN
 from stateward.domain.model import LIVE_STATUSES, Outcome
+from stateward.persistence import UnitOfWork
+from stateward.persistence.kernel import AutomationCandidate
 from stateward.persistence.records import INSTANCE
 from stateward.runtime.hooks import HookModule, HookRef, HookRunner, parse_hook_ref
 from stateward.runtime.kernel import ActContext, apply_engine, register
 from stateward.runtime.ops_support import (
     input_str,
     is_not_due,
+    kernel_repo,
     not_due,
     require_instance,
     require_system,
     system_act,
 )
 from stateward.runtime.services import Runtime
+from stateward.settings import Settings
 
 log = logging.getLogger(__name__)
 
 AUTOMATE = "$automate"
 HOOK_UNAVAILABLE = "HOOK_NOT_FOUND"
+#: The shortest wait (seconds) before the recovery sweep re-runs a system state's hook.
+RECOVERY_FLOOR = 5.0
+BATCH = 100
 
 
 async def op_automate(ctx: ActContext) -> Outcome:
@@ -135,3 +152,61 @@ async def _record(runtime: Runtime, process_id: str, workflow: str, input: dict[
         failed = {k: v for k, v in input.items() if k != "result"}
         failed.update(error=f"HOOK_BAD_RESULT: {error.message}", code="HOOK_BAD_RESULT")
         return await _record(runtime, process_id, workflow, failed)
+
+
+def recovery_grace(settings: Settings) -> float:
+    """Seconds a system state's automation may stay unrecorded before the sweep re-runs
+    it: max(5 s, 2 x hook timeout), well past the normal run of a hook that ends in time."""
+    return max(RECOVERY_FLOOR, 2 * settings.hook_timeout_ms / 1000)
+
+
+async def recover(
+    runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH
+) -> list[str]:
+    """Re-run the automation of every live instance waiting in a system state since
+    before `now - recovery_grace` without its `$automate` event (lost to a crash); returns
+    the ids THIS call claimed. Does nothing on a node with no automation installed."""
+    if not runtime.automation:
+        return []
+    now = now or runtime.clock.now()
+    cutoff = now - timedelta(seconds=recovery_grace(runtime.settings))
+    resumed: list[str] = []
+    skipped: set[str] = set()
+    while True:
+        limit = batch + len(skipped)
+        async with runtime.uow(readonly=True) as uow:
+            due = await kernel_repo(uow).pending_automation(cutoff, limit)
+            hooks = {c.process_id: await _hook_of(runtime, uow, c) for c in due}
+        fresh = [c for c in due if c.process_id not in skipped]
+        for candidate in fresh:
+            hook = hooks[candidate.process_id]
+            if not await _claim(runtime, candidate, cutoff, now if hook else None) or not hook:
+                skipped.add(candidate.process_id)
+                continue
+            await runtime.run_automation(candidate.process_id, hook)
+            resumed.append(candidate.process_id)
+        if len(due) < limit or not fresh:
+            break
+    return resumed
+
+
+async def _hook_of(runtime: Runtime, uow: UnitOfWork, c: AutomationCandidate) -> str | None:
+    """The hook of the candidate's current state when it is a system state with one."""
+    try:
+        definition = await runtime.definition(uow, c.workflow, c.workflow_version)
+    except DomainError:
+        return None
+    state = definition.states.get(c.state)
+    if state is None or state.audience != "system":
+        return None
+    return state.hook
+
+
+async def _claim(
+    runtime: Runtime, c: AutomationCandidate, cutoff: datetime, at: datetime | None
+) -> bool:
+    """Claim a candidate for this node (stamp `at`), or clear a stale stamp (`at=None`)."""
+    async with runtime.uow() as uow:
+        won = await kernel_repo(uow).claim_automation(c.process_id, c.seq, cutoff, at)
+        await uow.commit()
+    return won

@@ -1,10 +1,11 @@
-"""The periodic loop of a node (DESIGN §7): SLA scan, timers, staleness, webhooks.
+"""The periodic loop of a node (DESIGN §7): SLA scan, timers, automation recovery,
+staleness, webhooks.
 
 `tick(runtime, now)` runs one round of every sweep (tests call it with a `ManualClock`);
 `Ticker(runtime)` runs `tick` every `settings.scan_interval` seconds in a background task
 (started and stopped from the app lifespan). Every sweep is safe to run on several nodes
-at once: each SLA mark, timer and stale marking fires exactly once across them. A failing
-sweep is logged and does not stop the others or the loop.
+at once: each SLA mark, timer, stale marking and recovered automation fires exactly once
+across them. A failing sweep is logged and does not stop the others or the loop.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from stateward.runtime import scheduler, sla, staleness, webhooks
+from stateward.runtime import automation, scheduler, sla, staleness, webhooks
 from stateward.runtime.services import Runtime
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class TickReport:
 
     sla: sla.SlaReport = field(default_factory=sla.SlaReport)
     timers: scheduler.TimerReport = field(default_factory=scheduler.TimerReport)
+    automations: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     deliveries: list[webhooks.Attempt] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
@@ -44,7 +46,8 @@ async def _guard(report: TickReport, name: str, step: Callable[[], Awaitable[Any
 
 
 async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
-    """One round: SLA warnings/breaches, due timers, staleness, webhook deliveries."""
+    """One round: SLA warnings/breaches, due timers, automation lost to a crash (re-run),
+    staleness, webhook deliveries."""
     now = now or runtime.clock.now()
     report = TickReport()
     found = await _guard(report, "sla", lambda: sla.scan(runtime, now))
@@ -53,6 +56,9 @@ async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
     timers = await _guard(report, "timers", lambda: scheduler.fire_due(runtime, now))
     if timers is not None:
         report.timers = timers
+    report.automations = (
+        await _guard(report, "automation", lambda: automation.recover(runtime, now)) or []
+    )
     report.stale = await _guard(report, "stale", lambda: staleness.sweep(runtime, now)) or []
     report.deliveries = (
         await _guard(report, "webhooks", lambda: webhooks.deliver_due(runtime, now)) or []

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from stateward.domain import events as ev
 from stateward.domain.errors import NOT_FOUND, DomainError
-from stateward.domain.model import CANCELLED, COMPLETED, SYSTEM_ACTOR, Actor, DomainEvent, Outcome
+from stateward.domain.model import (
+    CANCELLED,
+    COMPLETED,
+    LIVE_STATUSES,
+    SYSTEM_ACTOR,
+    Actor,
+    DomainEvent,
+    Outcome,
+)
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
 from stateward.governance.verification import sign_envelope
@@ -77,6 +85,7 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         "automation_chain": (old.automation_chain + 1 if old else 1)
         if ctx.envelope.action.name == "$automate"
         else 0,
+        "automation_at": _automation_at(ctx, outcome),
     }
     if sla is not None:
         values.update(
@@ -99,6 +108,24 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         started_by=ctx.actor.id,
         **values,
     )
+
+
+def _automation_at(ctx: ActContext, outcome: Outcome) -> datetime | None:
+    """When the automation of the state after this event was started (the recovery
+    sweep's watermark): now when the event enters a system state with a hook; kept by
+    other events that stay in that state (an SLA mark, staleness); cleared by `$automate`,
+    by leaving the state and by ending the process."""
+    if outcome.effects.run_hook is not None:
+        return ctx.now
+    old = ctx.process
+    if (
+        old is None
+        or outcome.state_changed
+        or outcome.status not in LIVE_STATUSES
+        or ctx.envelope.action.name == "$automate"
+    ):
+        return None
+    return old.automation_at
 
 
 async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
