@@ -16,64 +16,87 @@ def _db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", dest="db", default=None, help="database URL (STATEWARD_DATABASE_URL)")
 
 
+_KEY = "key file of the actor (from `stateward keygen`)"
+_KEY_ADMIN = "operator key file granted admin (created when missing)"
+_EPILOG = (
+    "Exit codes: 0 success, 1 a finding, 2 bad usage. Settings also come from STATEWARD_* "
+    "environment variables (flags win); see README.md."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="stateward", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="stateward", description=__doc__.splitlines()[0], epilog=_EPILOG
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="validate workflow files or folders of *.json")
-    p.add_argument("paths", nargs="+")
+    p.add_argument("paths", nargs="+", help="workflow files or folders of *.json (and *.star)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
 
     p = sub.add_parser("keygen", help="write a new Ed25519 key file")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="key file to create (mode 0600, never overwritten)")
 
     p = sub.add_parser("init", help="create the schema and the system registry genesis")
     _db(p)
-    p.add_argument("--key-file", required=True)
+    p.add_argument("--key-file", required=True, help=_KEY_ADMIN)
 
     p = sub.add_parser("token", help="print an API token for a key's actor")
     _db(p)
-    p.add_argument("--key-file", required=True)
-    p.add_argument("--label", default="cli")
-    p.add_argument("--ttl", type=float, default=None)
+    p.add_argument("--key-file", required=True, help=_KEY)
+    p.add_argument("--label", default="cli", help="label stored with the token (default: cli)")
+    p.add_argument(
+        "--ttl", type=float, default=None, help="seconds until it expires (default: never)"
+    )
 
     p = sub.add_parser("sign", help="sign an event envelope (JSON on stdin or a file)")
-    p.add_argument("--key-file", required=True)
-    p.add_argument("envelope", nargs="?", default="-")
+    p.add_argument("--key-file", required=True, help=_KEY)
+    p.add_argument("envelope", nargs="?", default="-", help="envelope JSON file (default: stdin)")
 
     p = sub.add_parser("deploy", help="deploy workflow files through signed registry events")
     _db(p)
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--key-file", required=True)
+    p.add_argument("paths", nargs="+", help="workflow files or folders (*.star files: modules)")
+    p.add_argument("--key-file", required=True, help="an admin's key file (signs the events)")
 
     p = sub.add_parser("verify", help="verify signatures, hash chains and replay")
     _db(p)
-    p.add_argument("process_id", nargs="?", default=None)
+    p.add_argument("process_id", nargs="?", default=None, help="one process (default: all)")
 
     p = sub.add_parser("export", help="export a namespace as a package")
     _db(p)
-    p.add_argument("namespace")
-    p.add_argument("--out", default="-")
+    p.add_argument("namespace", help="namespace to export, with every namespace below it")
+    p.add_argument("--out", default="-", help="package file to write (default: stdout)")
 
     p = sub.add_parser("import", help="import a package (all-or-nothing)")
     _db(p)
-    p.add_argument("package")
-    p.add_argument("--key-file", required=True)
+    p.add_argument("package", help="package JSON file (stateward.package/1)")
+    p.add_argument("--key-file", required=True, help="an admin's key file (signs the events)")
 
     p = sub.add_parser("serve", help="run the GraphQL server")
     _db(p)
-    p.add_argument("--host", default=None)
-    p.add_argument("--port", type=int, default=None)
-    p.add_argument("--bus", default=None)
-    p.add_argument("--mode", default=None, choices=["development", "production"])
-    p.add_argument("--node-key-file", default=None)
-    p.add_argument("--demo", action="store_true")
+    p.add_argument("--host", default=None, help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default: 8000; 0: any free one)")
+    p.add_argument(
+        "--bus", default=None, help="memory:// | redis://... | postgres://... (STATEWARD_BUS_URL)"
+    )
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=["development", "production"],
+        help="production turns introspection and GraphiQL off (STATEWARD_MODE)",
+    )
+    p.add_argument(
+        "--node-key-file", default=None, help="this node's signing key (STATEWARD_NODE_KEY_FILE)"
+    )
+    p.add_argument(
+        "--demo", action="store_true", help="deploy examples/, start instances, print a token"
+    )
 
     p = sub.add_parser("bench", help="run a benchmark from bench/")
-    p.add_argument("name", choices=["engine", "store", "api", "sla"])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("name", choices=["engine", "store", "api", "sla"], help="bench/NAME.py")
+    p.add_argument("--quick", action="store_true", help="a shorter run")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     return parser
 
 
