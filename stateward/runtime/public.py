@@ -223,4 +223,11 @@ async def _view(runtime: Runtime, token: str) -> PublicView:
         data=data,
         status=process.status,
         active=public and process.status in LIVE_STATUSES,
+        branding=_branding(definition),
     )
+
+
+def _branding(definition: Definition) -> Mapping[str, Any] | None:
+    """The workflow's top-level `branding` object (shown to visitors), or None."""
+    branding = definition.source.get("branding")
+    return branding if isinstance(branding, Mapping) else None

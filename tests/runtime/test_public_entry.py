@@ -25,6 +25,7 @@ from stateward.settings import Settings
 APPLY: dict[str, Any] = {
     "$version": "2.0",
     "$path": "ops/desk/apply",
+    "branding": {"title": "Apply with us", "accent_color": "#0b7285"},
     "initial": "form",
     "states": {
         "form": {
@@ -70,6 +71,7 @@ async def test_start_public_returns_a_token_whose_hash_alone_is_stored(desk):
     assert view.data == {"ref": "R1"}  # `secret` is not in `visible`
     assert view.form == APPLY["states"]["form"]["form"]
     assert (view.status, view.active) == ("active", True)
+    assert view.branding == APPLY["branding"]
     async with desk.rt.uow(readonly=True) as uow:
         digest = hashlib.sha256(entry.token.encode()).hexdigest()
         record = await uow.processes.by_entry_token(digest)
