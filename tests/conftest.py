@@ -7,7 +7,7 @@ Fixtures (function scope, one fresh database per test):
 - `engine`       `stateward.persistence.create_engine(db_url)`, disposed after the test;
 - `uow_factory`  a `UnitOfWorkFactory` on that engine;
 - `sqlite_db_url` / `postgres_db_url`  the same for one backend only.
-Helpers for other conftests and tests (`from conftest import make_database_url`):
+Helpers (plain functions of this module; fixtures are the way tests reach them):
 - `make_database_url(kind) -> str`  a fresh migrated database (dropped at session end
   unless `drop_database(url)` is called earlier);
 - `drop_database(url)`.

@@ -262,12 +262,18 @@ class KernelRepository(Repository):
         return [to_record(AssignmentRecord, r) for r in await self.session.execute(stmt)]
 
     async def deliveries(
-        self, namespace: str | None = None, *, limit: int = 100
-    ) -> list[DeliveryRecord]:
-        """Webhook deliveries (of one namespace when given), newest first."""
+        self, namespace: str | None = None, *, limit: int = 100, status: str | None = None,
+        before_id: int | None = None,
+    ) -> list[DeliveryRecord]:  # fmt: skip
+        """Webhook deliveries (of one namespace / status when given), newest first; with
+        `before_id`, only those older than that delivery (keyset paging)."""
         stmt = select(D).order_by(D.c.id.desc()).limit(limit)
         if namespace is not None:
             stmt = stmt.where(D.c.namespace == namespace)
+        if status is not None:
+            stmt = stmt.where(D.c.status == status)
+        if before_id is not None:
+            stmt = stmt.where(D.c.id < before_id)
         return [to_record(DeliveryRecord, r) for r in await self.session.execute(stmt)]
 
     async def notifications_for(

@@ -68,8 +68,9 @@ async def registry_of(info: Info, namespace: str) -> Registry:
     facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
     seq = facts.process.seq if facts.process is not None else None
     return Registry.from_records(
-        namespace, registry_id(namespace), seq, facts.members, facts.modules
-    )
+        namespace, registry_id(namespace), seq, facts.members, facts.modules,
+        facts.process.data if facts.process is not None else None,
+    )  # fmt: skip
 
 
 async def workflow(info: Info, path: str, version: int | None) -> Workflow:

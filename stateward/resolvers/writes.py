@@ -104,8 +104,9 @@ async def _registry(info: Info, namespace: str) -> Registry:
     facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
     seq = facts.process.seq if facts.process is not None else None
     return Registry.from_records(
-        namespace, registry_id(namespace), seq, facts.members, facts.modules
-    )
+        namespace, registry_id(namespace), seq, facts.members, facts.modules,
+        facts.process.data if facts.process is not None else None,
+    )  # fmt: skip
 
 
 async def add_module(info: Info, namespace: str, name: str, source: str) -> Registry:
@@ -129,6 +130,15 @@ async def grant_role(info: Info, namespace: str, actor: str, roles: list[str]) -
 async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) -> Registry:
     """`revokeRole(namespace, actor, roles)`."""
     await registry.revoke_role(runtime(info), viewer(info).actor, namespace, actor, roles)
+    return await _registry(info, namespace)
+
+
+async def set_webhook(
+    info: Info, namespace: str, url: str | None, secret: str | None
+) -> Registry:
+    """`setWebhook(namespace, url, secret)`: a `set_webhook` registry event (admin only);
+    a null `url` removes the webhook."""
+    await registry.set_webhook(runtime(info), viewer(info).actor, namespace, url, secret)
     return await _registry(info, namespace)
 
 

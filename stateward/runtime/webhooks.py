@@ -144,8 +144,12 @@ async def _record(
 
 
 async def list_deliveries(
-    runtime: Runtime, namespace: str | None = None, limit: int = 100
-) -> list[DeliveryRecord]:
-    """Webhook deliveries with their attempts, last error and status, newest first."""
+    runtime: Runtime, namespace: str | None = None, limit: int = 100, *,
+    status: str | None = None, before_id: int | None = None,
+) -> list[DeliveryRecord]:  # fmt: skip
+    """Webhook deliveries with their attempts, last error and status, newest first
+    (of one namespace / status when given; older than `before_id` when given)."""
     async with runtime.uow(readonly=True) as uow:
-        return await kernel_repo(uow).deliveries(namespace, limit=limit)
+        return await kernel_repo(uow).deliveries(
+            namespace, limit=limit, status=status, before_id=before_id
+        )

@@ -81,6 +81,12 @@ class Mutation:
     ) -> Registry:
         return await writes.revoke_role(info, namespace, actor, roles)
 
+    @strawberry.mutation(description="Set (or with a null url remove) the namespace webhook.")
+    async def set_webhook(
+        self, info: Info, namespace: str, url: str | None = None, secret: str | None = None
+    ) -> Registry:
+        return await writes.set_webhook(info, namespace, url, secret)
+
     @strawberry.mutation
     async def start_instance(
         self, info: Info, workflow: str, data: JSON | None = None, id: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, nodes, packages, reads
+from stateward.resolvers import kernel, nodes, packages, reads, webhooks
 from stateward.schema.inputs import InstanceFilter
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
@@ -14,6 +14,7 @@ from stateward.schema.types.node import Node
 from stateward.schema.types.public import PublicView
 from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import Notification, ValidationReport, Verification
+from stateward.schema.types.webhook import WebhookDelivery
 from stateward.schema.types.workflow import Workflow
 
 
@@ -93,6 +94,13 @@ class Query:
         unread_only: bool = False,
     ) -> Connection[Notification]:  # fmt: skip
         return await kernel.notifications(info, first, after, unread_only)
+
+    @strawberry.field(description="A namespace's webhook deliveries, newest first (admins).")
+    async def webhook_deliveries(
+        self, info: Info, namespace: str, status: str | None = None, first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[WebhookDelivery]:  # fmt: skip
+        return await webhooks.webhook_deliveries(info, namespace, status, first, after)
 
     @strawberry.field(description="A visitor's view of its instance (no login needed).")
     async def public_entry(self, info: Info, token: str) -> PublicView:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -18,46 +17,6 @@ from stateward.runtime.clock import ManualClock
 from stateward.runtime.genesis import init
 from stateward.runtime.services import Runtime
 from stateward.settings import Settings
-
-REVIEW: dict[str, Any] = {
-    "$version": "2.0",
-    "$path": "case/review/kyc-review",
-    "initial": "open",
-    "states": {
-        "open": {"label": "Open"},
-        "done": {"label": "Done", "terminal": True},
-    },
-    "actions": {"close": {"from": "open", "to": "done"}},
-}
-
-ONBOARDING: dict[str, Any] = {
-    "$version": "2.0",
-    "$path": "customer/retail/retail-customer",
-    "$description": "Retail customer onboarding",
-    "initial": "intake",
-    "states": {
-        "intake": {"label": "Intake"},
-        "review": {"label": "Review", "assign": "analyst", "sla_seconds": 86400},
-        "approved": {"label": "Approved", "terminal": True},
-        "rejected": {"label": "Rejected", "terminal": True},
-    },
-    "actions": {
-        "create": {
-            "role": "admin,analyst",
-            "from": "intake",
-            "to": "review",
-            "mutate": {"$set": {"name": "input.name"}},
-        },
-        "note": {"from": "review", "mutate": {"$increment": {"notes": 1}}},
-        "approve": {
-            "role": "admin,manager",
-            "from": "review",
-            "to": "approved",
-            "spawn": [{"workflow": "case/review/kyc-review", "as": "reviews"}],
-        },
-        "reject": {"role": "admin", "from": "review", "to": "rejected"},
-    },
-}
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ONBOARDING
+from runtime_definitions import ONBOARDING
 
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope, build_envelope
@@ -26,7 +26,7 @@ async def _instance(rt: Runtime, operator: KeyPair) -> str:
 
 
 def _review() -> dict:
-    from conftest import REVIEW
+    from runtime_definitions import REVIEW
 
     return REVIEW
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW
 
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import generate_keypair

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW
 
 from stateward.domain.errors import DomainError
 from stateward.runtime import registry

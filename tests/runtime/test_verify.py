@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW
 from sqlalchemy import text
 
 from stateward.runtime import registry

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -57,13 +58,18 @@ class Registry(Node):
     seq: int
     members: list[Member]
     modules: list[Module]
+    webhook_url: str | None = strawberry.field(
+        default=None, description="Where SLA breaches are posted (its secret is never shown)."
+    )
 
     @classmethod
     def from_records(
         cls, namespace: str, process_id: str, seq: int | None,
         grants: list[GrantRecord], modules: list[ModuleRecord],
+        data: Mapping[str, Any] | None = None,
     ) -> Registry:  # fmt: skip
-        """The registry of `namespace` from its grants and modules."""
+        """The registry of `namespace` from its grants, modules and process `data`."""
+        hook = (data or {}).get("webhook")
         by_actor: dict[str, list[str]] = {}
         for g in grants:
             by_actor.setdefault(g.actor, []).append(g.role)
@@ -72,6 +78,7 @@ class Registry(Node):
             process_id=process_id, exists=seq is not None, seq=seq or 0,
             members=[Member(actor=a, roles=sorted(r)) for a, r in sorted(by_actor.items())],
             modules=[Module.from_record(m) for m in modules],
+            webhook_url=hook.get("url") if isinstance(hook, Mapping) else None,
         )  # fmt: skip
 
     @strawberry.field(description="The latest version of each live workflow, by path.")

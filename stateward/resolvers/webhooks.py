@@ -1,0 +1,51 @@
+"""Webhook resolvers: the deliveries of a namespace's webhook, for its admins only.
+
+Reading them needs `admin` in the namespace (a grant there, on a prefix, or in `system`).
+A viewer without any role there gets NOT_FOUND like every other read outside its
+namespaces; a member without `admin` gets FORBIDDEN.
+"""
+
+from __future__ import annotations
+
+from strawberry.types import Info
+
+from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, DomainError
+from stateward.domain.paths import is_namespace
+from stateward.resolvers.context import require_read, runtime
+from stateward.runtime import webhooks
+from stateward.runtime.auth import ADMIN
+from stateward.schema.types.connection import Connection, decode_cursor, page_size
+from stateward.schema.types.webhook import WebhookDelivery
+
+STATUSES = ("pending", "delivered", "failed")
+
+
+def _before(after: str | None) -> int | None:
+    if after is None:
+        return None
+    values = decode_cursor(after)
+    if not values or not isinstance(values[0], int):
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+    return values[0]
+
+
+async def webhook_deliveries(
+    info: Info, namespace: str, status: str | None, first: int | None, after: str | None
+) -> Connection[WebhookDelivery]:
+    """`Query.webhookDeliveries(namespace, status)`: newest first, admins of it only."""
+    if not is_namespace(namespace):
+        raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
+    if status is not None and status not in STATUSES:
+        raise DomainError(INVALID_INPUT, f"status must be one of {', '.join(STATUSES)}",
+                          pointer="/status")  # fmt: skip
+    me = require_read(info, namespace, f"namespace {namespace}")
+    if ADMIN not in me.roles_in(namespace):
+        raise DomainError(FORBIDDEN, f"only an admin of {namespace} sees its webhook deliveries")
+    limit, before = page_size(first), _before(after)
+    rows = await webhooks.list_deliveries(
+        runtime(info), namespace, limit + 1, status=status, before_id=before
+    )
+    return Connection.from_page(
+        rows, limit, key=lambda d: (d.id,), has_previous=before is not None,
+        wrap=WebhookDelivery.from_record,
+    )  # fmt: skip
