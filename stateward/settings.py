@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ class Settings:
     hook_timeout_ms: int = 1000
     public_rate_limit: int = 60
     allowed_origins: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
     host: str = "127.0.0.1"
     port: int = 8000
@@ -50,6 +52,7 @@ class Settings:
             allowed_origins=tuple(
                 o.strip() for o in e.get("STATEWARD_ALLOWED_ORIGINS", "").split(",") if o.strip()
             ),
+            trusted_proxies=_trusted_proxies(e.get("STATEWARD_TRUSTED_PROXIES", "")),
             max_body_bytes=int(e.get("STATEWARD_MAX_BODY_BYTES", str(1024 * 1024))),
             debug=e.get("STATEWARD_DEBUG", "") in ("1", "true", "yes"),
         )
@@ -58,3 +61,20 @@ class Settings:
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with every non-None override applied."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _trusted_proxies(value: str) -> tuple[str, ...]:
+    """The comma list of STATEWARD_TRUSTED_PROXIES (IPs or CIDRs); ValueError naming the
+    variable for an entry that is neither, so a typo never silently trusts nothing."""
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError as error:
+            raise ValueError(
+                f"STATEWARD_TRUSTED_PROXIES: {item!r} is not an IP address or CIDR"
+            ) from error
+        out.append(item)
+    return tuple(out)

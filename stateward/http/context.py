@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from stateward.domain.errors import UNAUTHENTICATED
+from stateward.http.client_ip import resolve_client_ip, trusted_networks
 from stateward.schema.errors import ApiError
 from stateward.settings import Settings
 
@@ -47,9 +48,15 @@ class RequestContext:
 
     @property
     def client_ip(self) -> str | None:
-        """The peer address as the ASGI server saw it (used for per-IP rate limits)."""
+        """The client address for per-IP rate limits: the peer as the ASGI server saw it,
+        or, when that peer is a trusted proxy, the right-most untrusted `X-Forwarded-For`
+        entry (`http/client_ip.py`)."""
         client = self.request.client
-        return client.host if client else None
+        peer = client.host if client else None
+        if not self.settings.trusted_proxies:
+            return peer
+        forwarded = self.request.headers.getlist("x-forwarded-for")
+        return resolve_client_ip(peer, forwarded, trusted_networks(self.settings.trusted_proxies))
 
     def require_viewer(self) -> Any:
         """The authenticated viewer, or an UNAUTHENTICATED error for anonymous callers."""

@@ -133,9 +133,7 @@ async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) 
     return await _registry(info, namespace)
 
 
-async def set_webhook(
-    info: Info, namespace: str, url: str | None, secret: str | None
-) -> Registry:
+async def set_webhook(info: Info, namespace: str, url: str | None, secret: str | None) -> Registry:
     """`setWebhook(namespace, url, secret)`: a `set_webhook` registry event (admin only);
     a null `url` removes the webhook."""
     await registry.set_webhook(runtime(info), viewer(info).actor, namespace, url, secret)
