@@ -3,7 +3,7 @@
 A registry process's data is the materialized state of its namespace, rebuilt exactly by
 replaying its events:
 `{"state", "workflows": {path: {version, hash, removed?}}, "modules": {name: {version,
-hash}}, "members": {actor: [roles]}, "webhook": {url, secret?}, "keys": {rotated: {old:
+hash}}, "members": {actor: [roles]}, "webhook": {url, signed}, "keys": {rotated: {old:
 new}, revoked: [key]}}`. The engine calls `check_input` (step 4), `reduce` (after the
 mutation) and `domain_events` for every action of a bootstrap definition.
 """
@@ -163,10 +163,8 @@ def reduce(
         if input.get("url") is None:
             data.pop("webhook", None)
         else:
-            hook = {"url": input["url"]}
-            if input.get("secret"):
-                hook["secret"] = input["secret"]
-            data["webhook"] = hook
+            # The secret itself stays out of process data (only the webhooks table holds it).
+            data["webhook"] = {"url": input["url"], "signed": bool(input.get("secret"))}
     elif action in KEY_ACTIONS:
         _reduce_keys(action, data, input, actor)
     return data
@@ -207,3 +205,17 @@ def domain_events(action: str, input: Mapping[str, Any]) -> tuple[DomainEvent, .
         details = {ev.D_MEMBER: input["actor"], ev.D_ROLES: _roles(input)}
         return (DomainEvent(kind, details=details),)
     return ()
+
+
+#: Governance inputs that carry secrets. The signed log keeps them (verify needs the exact
+#: bytes), but nothing shown to API clients may: `redact_input` masks them.
+SECRET_INPUTS: Mapping[str, tuple[str, ...]] = {"set_webhook": ("secret",)}
+REDACTED = "[redacted]"
+
+
+def redact_input(action: str, input: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`input` with the secret fields of `action` masked (unchanged for other actions)."""
+    keys = [k for k in SECRET_INPUTS.get(action, ()) if input.get(k)]
+    if not keys:
+        return input
+    return {**input, **dict.fromkeys(keys, REDACTED)}

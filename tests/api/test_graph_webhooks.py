@@ -162,3 +162,24 @@ async def test_a_null_url_removes_the_webhook_and_bad_arguments_are_invalid_inpu
 async def test_the_secret_is_not_a_field_of_the_registry(api: Api) -> None:
     body = await api.gql('{registry(namespace:"acme"){webhookSecret}}')
     assert code(body) == "GRAPHQL_VALIDATION_FAILED"
+
+
+async def test_the_secret_never_leaves_the_server_through_the_log_or_registry_data(
+    api: Api,
+) -> None:
+    await api.gql(SET, {"n": "acme", "u": "https://hooks.example/x", "s": "hunter2-secret"})
+    _, analyst_token = await api.user("acme", "analyst")
+    query = """{events(process:"acme-registry"){edges{node{action input envelope}}}}"""
+    for token in ("admin", analyst_token):
+        body = await api.gql(query, token=token)
+        assert "errors" not in body, body
+        nodes = [e["node"] for e in body["data"]["events"]["edges"]]
+        hooks = [n for n in nodes if n["action"] == "set_webhook"]
+        assert hooks and hooks[0]["input"]["secret"] == "[redacted]"
+        assert "hunter2-secret" not in str(nodes)
+    async with api.runtime.uow(readonly=True) as uow:
+        registry = await uow.processes.get("acme-registry")
+        hook = await uow.webhooks.get("acme")
+    assert registry is not None and registry.data["webhook"]["signed"] is True
+    assert "hunter2-secret" not in str(registry.data)
+    assert hook is not None and hook.secret == "hunter2-secret"  # kept where delivery needs it

@@ -124,7 +124,7 @@ def test_modules_and_webhooks_are_recorded() -> None:
         ]
     )
     assert out.data["modules"]["scoring"]["version"] == 2
-    assert out.data["webhook"] == {"url": "https://hooks.example/x", "secret": "s"}
+    assert out.data["webhook"] == {"url": "https://hooks.example/x", "signed": True}
 
 
 def test_only_admins_govern() -> None:

@@ -8,12 +8,15 @@ their workflow, state, assignments and last events costs a fixed number of queri
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
 
+from stateward.domain.canonical import canonical_bytes
+from stateward.domain.registry import redact_input
 from stateward.persistence.records import AssignmentRecord, ProcessRecord, StoredEvent
 from stateward.schema.ids import to_global_id
 from stateward.schema.scalars import JSON
@@ -68,18 +71,32 @@ class Event(Node):
 
     @classmethod
     def from_record(cls, event: StoredEvent) -> Event:
-        """The event row `event`."""
+        """The event row `event`, with secret inputs (webhook secrets) redacted."""
+        input, envelope = _redacted(event)
         return cls(
             id=strawberry.ID(to_global_id("Event", f"{event.process_id}:{event.seq}")),
             process_id=event.process_id, seq=event.seq, action=event.action,
             workflow=event.workflow, actor=event.actor, signer=event.signer, ts=event.ts,
-            nonce=event.nonce, input=event.input, signature=event.signature, hash=event.hash,
-            prev_hash=event.prev_hash, recorded_at=event.recorded_at, _envelope=event.envelope,
+            nonce=event.nonce, input=input, signature=event.signature, hash=event.hash,
+            prev_hash=event.prev_hash, recorded_at=event.recorded_at, _envelope=envelope,
         )  # fmt: skip
 
-    @strawberry.field(description="The signed envelope exactly as stored (canonical JSON).")
+    @strawberry.field(
+        description="The signed envelope as stored (canonical JSON); secret inputs such as a "
+        "webhook secret are redacted, so such an event's signature no longer checks out here."
+    )
     def envelope(self) -> str:
         return self._envelope
+
+
+def _redacted(event: StoredEvent) -> tuple[Any, str]:
+    """(input, envelope text) of `event` with the secret inputs of its action masked."""
+    input = redact_input(event.action, event.input)
+    if input is event.input:
+        return event.input, event.envelope
+    envelope = json.loads(event.envelope)
+    envelope["action"]["input"] = redact_input(event.action, envelope["action"]["input"])
+    return input, canonical_bytes(envelope).decode("utf-8")
 
 
 @strawberry.type
