@@ -7,7 +7,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Select, Table, insert, select, update
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models_ops import Assignment
@@ -24,6 +24,31 @@ _COLUMNS = tuple(f.name for f in fields(AssignmentRecord))
 
 def _record(row: Any) -> AssignmentRecord:
     return to_record(AssignmentRecord, row)
+
+
+def queue_filters(
+    stmt: Select[Any],
+    *,
+    team: str | None,
+    assignee: str | None,
+    status: str | None,
+    after: tuple[datetime, str] | None,
+) -> Select[Any]:
+    """`stmt` (a SELECT over `assignments`, ordered by (created_at, id)) narrowed to the
+    queue's team / assignee / status and keyset-paged past `after`; every queue view
+    filters the same way."""
+    if team is not None:
+        stmt = stmt.where(A.c.team == team)
+    if assignee is not None:
+        stmt = stmt.where(A.c.assignee == assignee)
+    if status is not None:
+        stmt = stmt.where(A.c.status == status)
+    if after is not None:
+        created, aid = after
+        stmt = stmt.where(
+            (A.c.created_at > created) | ((A.c.created_at == created) & (A.c.id > aid))
+        )
+    return stmt
 
 
 class AssignmentRepository(Repository):
@@ -74,17 +99,7 @@ class AssignmentRepository(Repository):
     ) -> list[AssignmentRecord]:
         """A queue: by team and/or assignee and status, oldest first, keyset-paged."""
         stmt = select(A).order_by(A.c.created_at, A.c.id).limit(limit)
-        if team is not None:
-            stmt = stmt.where(A.c.team == team)
-        if assignee is not None:
-            stmt = stmt.where(A.c.assignee == assignee)
-        if status is not None:
-            stmt = stmt.where(A.c.status == status)
-        if after is not None:
-            created, aid = after
-            stmt = stmt.where(
-                (A.c.created_at > created) | ((A.c.created_at == created) & (A.c.id > aid))
-            )
+        stmt = queue_filters(stmt, team=team, assignee=assignee, status=status, after=after)
         return [_record(r) for r in await self.session.execute(stmt)]
 
     async def _change(self, where: list[Any], values: dict[str, Any]) -> bool:

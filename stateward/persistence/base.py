@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from sqlalchemy import Table
+from sqlalchemy import Select, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import Insert
@@ -27,6 +27,14 @@ class Repository:
     def dialect(self) -> str:
         """'sqlite' or 'postgresql'."""
         return self.session.get_bind().dialect.name
+
+    async def lock_candidates(self, candidates: Select[Any]) -> list[Any]:
+        """The ids selected by `candidates` (a one-column SELECT), locked `FOR UPDATE SKIP
+        LOCKED` on PostgreSQL so concurrent claimers spread over different rows; the caller
+        then claims them with a conditional UPDATE that re-checks the same condition."""
+        if self.dialect == "postgresql":
+            candidates = candidates.with_for_update(skip_locked=True)
+        return list((await self.session.execute(candidates)).scalars())
 
     def insert_ignoring_conflicts(
         self, table: Table, values: Mapping[str, Any], conflict: Sequence[str]

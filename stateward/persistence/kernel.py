@@ -31,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 
+from stateward.persistence.assignments import queue_filters
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import LIVE
 from stateward.persistence.models_ops import Assignment, Notification, Schedule, WebhookDelivery
@@ -248,17 +249,7 @@ class KernelRepository(Repository):
             .order_by(A.c.created_at, A.c.id)
             .limit(limit)
         )
-        if team is not None:
-            stmt = stmt.where(A.c.team == team)
-        if assignee is not None:
-            stmt = stmt.where(A.c.assignee == assignee)
-        if status is not None:
-            stmt = stmt.where(A.c.status == status)
-        if after is not None:
-            created, aid = after
-            stmt = stmt.where(
-                or_(A.c.created_at > created, and_(A.c.created_at == created, A.c.id > aid))
-            )
+        stmt = queue_filters(stmt, team=team, assignee=assignee, status=status, after=after)
         return [to_record(AssignmentRecord, r) for r in await self.session.execute(stmt)]
 
     async def deliveries(

@@ -142,9 +142,7 @@ class WebhookRepository(Repository):
         """
         due = and_(D.c.status == PENDING, D.c.next_attempt_at <= now)
         candidates = select(D.c.id).where(due).order_by(D.c.next_attempt_at, D.c.id).limit(limit)
-        if self.dialect == "postgresql":
-            candidates = candidates.with_for_update(skip_locked=True)
-        ids = list((await self.session.execute(candidates)).scalars())
+        ids = await self.lock_candidates(candidates)
         if not ids:
             return []
         stmt = (

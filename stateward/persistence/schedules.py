@@ -76,9 +76,7 @@ class ScheduleRepository(Repository):
         """
         due = and_(S.c.status == PENDING, S.c.due_at <= now)
         candidates = select(S.c.id).where(due).order_by(S.c.due_at, S.c.id).limit(limit)
-        if self.dialect == "postgresql":
-            candidates = candidates.with_for_update(skip_locked=True)
-        ids = list((await self.session.execute(candidates)).scalars())
+        ids = await self.lock_candidates(candidates)
         if not ids:
             return []
         stmt = (

@@ -47,9 +47,7 @@ class SweepRepository(Repository):
             P.c.status.in_(LIVE_STATUSES),
         )
         candidates = select(P.c.id).where(due).order_by(deadline).limit(limit)
-        if self.dialect == "postgresql":
-            candidates = candidates.with_for_update(skip_locked=True)
-        ids = list((await self.session.execute(candidates)).scalars())
+        ids = await self.lock_candidates(candidates)
         if not ids:
             return []
         stmt = update(P).where(P.c.id.in_(ids), due).values({mark.name: now}).returning(*P.c)
@@ -71,9 +69,7 @@ class SweepRepository(Repository):
             P.c.last_event_at < cutoff,
         )
         candidates = select(P.c.id).where(idle).order_by(P.c.last_event_at).limit(limit)
-        if self.dialect == "postgresql":
-            candidates = candidates.with_for_update(skip_locked=True)
-        ids = list((await self.session.execute(candidates)).scalars())
+        ids = await self.lock_candidates(candidates)
         if not ids:
             return []
         stmt = (

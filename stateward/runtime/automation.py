@@ -37,6 +37,7 @@ from stateward.persistence.records import INSTANCE
 from stateward.runtime.hooks import HookModule, HookRef, HookRunner, parse_hook_ref
 from stateward.runtime.kernel import ActContext, apply_engine, register
 from stateward.runtime.ops_support import (
+    drain,
     input_str,
     is_not_due,
     kernel_repo,
@@ -171,22 +172,22 @@ async def recover(
     now = now or runtime.clock.now()
     cutoff = now - timedelta(seconds=recovery_grace(runtime.settings))
     resumed: list[str] = []
-    skipped: set[str] = set()
-    while True:
-        limit = batch + len(skipped)
+
+    async def fetch(limit: int) -> list[tuple[AutomationCandidate, str | None]]:
         async with runtime.uow(readonly=True) as uow:
             due = await kernel_repo(uow).pending_automation(cutoff, limit)
             hooks = {c.process_id: await _hook_of(runtime, uow, c) for c in due}
-        fresh = [c for c in due if c.process_id not in skipped]
-        for candidate in fresh:
-            hook = hooks[candidate.process_id]
-            if not await _claim(runtime, candidate, cutoff, now if hook else None) or not hook:
-                skipped.add(candidate.process_id)
-                continue
-            await runtime.run_automation(candidate.process_id, hook)
-            resumed.append(candidate.process_id)
-        if len(due) < limit or not fresh:
-            break
+        return [(c, hooks[c.process_id]) for c in due]
+
+    async def handle(item: tuple[AutomationCandidate, str | None]) -> bool:
+        candidate, hook = item
+        if not await _claim(runtime, candidate, cutoff, now if hook else None) or not hook:
+            return False
+        await runtime.run_automation(candidate.process_id, hook)
+        resumed.append(candidate.process_id)
+        return True
+
+    await drain(fetch, lambda item: item[0].process_id, handle, batch)
     return resumed
 
 

@@ -7,9 +7,9 @@ staleness, automation) through `act`, the one path. The `require_*` checks and
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import LIVE_STATUSES, SYSTEM_ACTOR, Outcome
@@ -20,6 +20,8 @@ from stateward.runtime.act import ActResult, act
 from stateward.runtime.commands import attest
 from stateward.runtime.kernel import ActContext
 from stateward.runtime.services import Runtime
+
+T = TypeVar("T")
 
 #: The code a sweep gets when its candidate no longer needs the event (someone else
 #: fired it first, or the process moved on): skipped, never retried as an error.
@@ -101,3 +103,26 @@ def actor_id(actor: Any) -> str:
 def is_not_due(error: DomainError) -> bool:
     """True for the error of `not_due` (a sweep skips such candidates silently)."""
     return error.code == NOT_DUE and error.details.get("reason") == "not_due"
+
+
+async def drain(
+    fetch: Callable[[int], Awaitable[Sequence[T]]],
+    key: Callable[[T], Hashable],
+    handle: Callable[[T], Awaitable[bool]],
+    batch: int,
+) -> None:
+    """Page a sweep through its candidates: `fetch(limit)` reads up to `limit` of them
+    (first `batch`, then `batch` more for every one skipped), `handle` each one not
+    skipped yet — False skips it (it stays a candidate but is not retried by this call)
+    — until a page comes back short or holds nothing new. Candidates that were handled
+    leave the fetched range, so the loop ends."""
+    skipped: set[Hashable] = set()
+    while True:
+        limit = batch + len(skipped)
+        due = await fetch(limit)
+        fresh = [c for c in due if key(c) not in skipped]
+        for candidate in fresh:
+            if not await handle(candidate):
+                skipped.add(key(candidate))
+        if len(due) < limit or not fresh:
+            break

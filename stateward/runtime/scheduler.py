@@ -20,6 +20,7 @@ from stateward.persistence.records import ScheduleRecord
 from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
 from stateward.runtime.kernel import ActContext, apply_engine, register
 from stateward.runtime.ops_support import (
+    drain,
     input_str,
     is_not_due,
     kernel_repo,
@@ -75,28 +76,28 @@ async def fire_due(
 ) -> TimerReport:
     """Fire every pending timer due at `now` (default: the runtime's clock); returns what
     THIS call fired or closed."""
-    now = now or runtime.clock.now()
+    at = now or runtime.clock.now()
     report = TimerReport()
-    skipped: set[int] = set()
-    while True:
-        limit = batch + len(skipped)
+
+    async def fetch(limit: int) -> list[tuple[ScheduleRecord, str | None]]:
         async with runtime.uow(readonly=True) as uow:
-            due = await kernel_repo(uow).due_schedules(now, limit)
+            due = await kernel_repo(uow).due_schedules(at, limit)
             workflows = {
                 p.id: p.workflow
                 for p in (await uow.processes.processes_by_ids(t.process_id for t in due)).values()
             }
-        fresh = [t for t in due if t.id not in skipped]
-        for timer in fresh:
-            outcome = await _fire(runtime, timer, workflows.get(timer.process_id), now)
-            if outcome == FIRED:
-                report.fired.append(timer.id)
-            elif outcome == NOT_APPLICABLE:
-                report.not_applicable.append(timer.id)
-            else:
-                skipped.add(timer.id)
-        if len(due) < limit or not fresh:
-            break
+        return [(t, workflows.get(t.process_id)) for t in due]
+
+    async def handle(item: tuple[ScheduleRecord, str | None]) -> bool:
+        timer, workflow = item
+        outcome = await _fire(runtime, timer, workflow, at)
+        if outcome == FIRED:
+            report.fired.append(timer.id)
+        elif outcome == NOT_APPLICABLE:
+            report.not_applicable.append(timer.id)
+        return bool(outcome)
+
+    await drain(fetch, lambda item: item[0].id, handle, batch)
     return report
 
 

@@ -26,6 +26,7 @@ from stateward.runtime.clock import format_ts, parse_ts
 from stateward.runtime.kernel import ActContext, apply_engine, register
 from stateward.runtime.notifications import notify, recipient_for
 from stateward.runtime.ops_support import (
+    drain,
     input_str,
     is_not_due,
     kernel_repo,
@@ -142,20 +143,26 @@ async def scan(runtime: Runtime, now: datetime | None = None, *, batch: int = BA
     report = SlaReport()
     for kind in KINDS:
         fired = report.warnings if kind == WARNING else report.breaches
-        skipped: set[str] = set()
-        while True:
-            limit = batch + len(skipped)
-            async with runtime.uow(readonly=True) as uow:
-                due = await kernel_repo(uow).due_sla(kind, now, limit)
-            fresh = [c for c in due if c.process_id not in skipped]
-            for candidate in fresh:
-                if await _fire(runtime, candidate):
-                    fired.append(candidate.process_id)
-                else:
-                    skipped.add(candidate.process_id)
-            if len(due) < limit or not fresh:
-                break
+        await _scan_kind(runtime, kind, now, batch, fired)
     return report
+
+
+async def _scan_kind(
+    runtime: Runtime, kind: str, now: datetime, batch: int, fired: list[str]
+) -> None:
+    """Fire the due marks of one kind, appending the process ids fired to `fired`."""
+
+    async def fetch(limit: int) -> list[SlaCandidate]:
+        async with runtime.uow(readonly=True) as uow:
+            return await kernel_repo(uow).due_sla(kind, now, limit)
+
+    async def handle(candidate: SlaCandidate) -> bool:
+        if not await _fire(runtime, candidate):
+            return False
+        fired.append(candidate.process_id)
+        return True
+
+    await drain(fetch, lambda c: c.process_id, handle, batch)
 
 
 async def _fire(runtime: Runtime, c: SlaCandidate) -> bool:

@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 
 from stateward.domain.errors import DomainError
 from stateward.domain.model import ACTIVE, Outcome
+from stateward.persistence.records import ProcessRecord
 from stateward.runtime.clock import format_ts, parse_ts
 from stateward.runtime.kernel import ActContext, apply_engine, register
 from stateward.runtime.ops_support import (
+    drain,
     input_str,
     is_not_due,
     kernel_repo,
@@ -53,23 +55,26 @@ async def sweep(runtime: Runtime, now: datetime | None = None, *, batch: int = B
     now = now or runtime.clock.now()
     cutoff = now - timedelta(seconds=runtime.settings.stale_after)
     marked: list[str] = []
-    skipped: set[str] = set()
-    while True:
-        limit = batch + len(skipped)
+
+    async def fetch(limit: int) -> list[tuple[str, ProcessRecord | None]]:
         async with runtime.uow(readonly=True) as uow:
             idle = await kernel_repo(uow).idle_instances(cutoff, limit)
             records = await uow.processes.processes_by_ids(idle)
-        fresh = [pid for pid in idle if pid not in skipped and pid in records]
-        for pid in fresh:
-            try:
-                await system_act(runtime, pid, records[pid].workflow, STALE,
-                                 {"cutoff": format_ts(cutoff)})  # fmt: skip
-            except DomainError as error:
-                skipped.add(pid)
-                if not is_not_due(error):
-                    log.warning("%s not marked stale: %s %s", pid, error.code, error.message)
-                continue
-            marked.append(pid)
-        if len(idle) < limit or not fresh:
-            break
+        return [(pid, records.get(pid)) for pid in idle]
+
+    async def handle(item: tuple[str, ProcessRecord | None]) -> bool:
+        pid, record = item
+        if record is None:  # gone since it was listed: nothing to mark
+            return False
+        try:
+            await system_act(runtime, pid, record.workflow, STALE,
+                             {"cutoff": format_ts(cutoff)})  # fmt: skip
+        except DomainError as error:
+            if not is_not_due(error):
+                log.warning("%s not marked stale: %s %s", pid, error.code, error.message)
+            return False
+        marked.append(pid)
+        return True
+
+    await drain(fetch, lambda item: item[0], handle, batch)
     return marked
