@@ -86,7 +86,7 @@ def validate_governance_input(
         text("source")
     elif action in ROLE_ACTIONS:
         text("actor")
-        if not _roles(input):
+        if not grant_roles(input):
             bad("/roles", "`roles` must be a non-empty list of role names (or give `role`)")
     elif action == "set_webhook":
         url = input.get("url")
@@ -100,7 +100,7 @@ def validate_governance_input(
     return out
 
 
-def _roles(input: Mapping[str, Any]) -> list[str]:
+def grant_roles(input: Mapping[str, Any]) -> list[str]:
     """The lower-cased role names of a grant/revoke (`roles` list or `role` comma list)."""
     raw = input.get("roles", input.get("role"))
     if isinstance(raw, str):
@@ -154,7 +154,7 @@ def reduce(
         data["modules"] = modules
     elif action in ROLE_ACTIONS:
         members = dict(data.get("members") or {})
-        member, roles = input["actor"], set(_roles(input))
+        member, roles = input["actor"], set(grant_roles(input))
         held = set(members.get(member) or ())
         held = held | roles if action == "grant_role" else held - roles
         _set_member(members, member, held)
@@ -202,7 +202,7 @@ def domain_events(action: str, input: Mapping[str, Any]) -> tuple[DomainEvent, .
         return (DomainEvent(ev.WORKFLOW_DEPLOYED, details={ev.D_PATH: path}),)
     if action in ROLE_ACTIONS:
         kind = ev.ROLE_GRANTED if action == "grant_role" else ev.ROLE_REVOKED
-        details = {ev.D_MEMBER: input["actor"], ev.D_ROLES: _roles(input)}
+        details = {ev.D_MEMBER: input["actor"], ev.D_ROLES: grant_roles(input)}
         return (DomainEvent(kind, details=details),)
     return ()
 

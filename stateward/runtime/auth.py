@@ -14,12 +14,12 @@ Tokens are 32 random bytes (base64url, prefix `sw_`); only their sha256 is store
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from stateward.domain.canonical import sha256_hex
 from stateward.domain.errors import (
     BAD_SIGNATURE,
     FORBIDDEN,
@@ -78,7 +78,7 @@ class Viewer:
 
 def token_hash(token: str) -> str:
     """The stored form of a bearer token (sha256 hex)."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return sha256_hex(token.encode("utf-8"))
 
 
 def new_token() -> str:

@@ -29,7 +29,7 @@ from stateward.domain.errors import (
 )
 from stateward.domain.model import Outcome
 from stateward.domain.paths import split_path
-from stateward.domain.registry import _roles, validate_governance_input
+from stateward.domain.registry import grant_roles, validate_governance_input
 from stateward.persistence.records import StoredEvent
 from stateward.runtime.hook_module import check_module
 from stateward.runtime.kernel import ActContext, apply_engine
@@ -134,10 +134,10 @@ async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
             namespace, input["name"], source, sha256_hex(source.encode("utf-8")), now, event.id
         )
     elif name == "grant_role":
-        for role in _roles(input):
+        for role in grant_roles(input):
             await uow.grants.grant(namespace, input["actor"], role, now, event.id)
     elif name == "revoke_role":
-        for role in _roles(input):
+        for role in grant_roles(input):
             await uow.grants.revoke(namespace, input["actor"], role)
     elif name == "set_webhook":
         await uow.webhooks.set(namespace, input.get("url"), input.get("secret"), now, event.id)

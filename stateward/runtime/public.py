@@ -11,8 +11,6 @@ header and status show. Every call is rate limited per client IP (`RATE_LIMITED`
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 import secrets
 from collections.abc import Mapping
@@ -22,8 +20,10 @@ from typing import Any
 from stateward.domain.access import ADMIN_ROLE, has_role
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import LIVE_STATUSES, VISITOR_PREFIX, Definition, Outcome
+from stateward.governance.keys import b64url_encode
 from stateward.persistence.records import INSTANCE, ProcessRecord, StoredEvent
 from stateward.runtime.act import act
+from stateward.runtime.auth import token_hash  # entry tokens are stored like bearer tokens
 from stateward.runtime.commands import attest, start_instance
 from stateward.runtime.kernel import ADVANCE, ActContext, apply_engine, register
 from stateward.runtime.ops_support import (
@@ -74,12 +74,7 @@ class PublicEntry:
 
 def new_token() -> str:
     """A fresh entry token: 32 random bytes, base64url without padding."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(TOKEN_BYTES)).rstrip(b"=").decode()
-
-
-def token_hash(token: str) -> str:
-    """The stored form of an entry token (sha256 hex of its text)."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return b64url_encode(secrets.token_bytes(TOKEN_BYTES))
 
 
 def visitor_id(token: str) -> str:
