@@ -30,12 +30,12 @@ from sqlalchemy import insert, update
 
 from stateward.governance.keys import generate_keypair
 from stateward.persistence.processes import P
-from stateward.runtime import sla
-from stateward.runtime.clock import ManualClock
-from stateward.runtime.genesis import init
-from stateward.runtime.ops_support import kernel_repo
-from stateward.runtime.registry import deploy_workflow
-from stateward.runtime.services import Runtime
+from stateward.runtime.access.genesis import init
+from stateward.runtime.access.registry import deploy_workflow
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.ops_support import kernel_repo
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.sweeps import sla
 from stateward.settings import Settings
 
 DUE = 100

@@ -33,11 +33,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime import registry
-from stateward.runtime.act import act
-from stateward.runtime.commands import sign_as, start_instance
-from stateward.runtime.genesis import init
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import registry
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import sign_as, start_instance
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

@@ -27,8 +27,8 @@ from stateward.domain import errors
 from stateward.domain.canonical import canonical_hash, loads_strict, sha256_hex
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import KeyPair, read_key_file
-from stateward.runtime import registry
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import registry
+from stateward.runtime.core.services import Runtime
 
 
 @dataclass

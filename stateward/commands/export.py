@@ -25,7 +25,7 @@ from stateward.commands.validate import format_finding
 from stateward.domain.errors import NOT_FOUND, DomainError, Problem
 from stateward.domain.model import SYSTEM_ACTOR
 from stateward.domain.paths import is_namespace
-from stateward.runtime.packages import export_package
+from stateward.runtime.packages.transfer import export_package
 
 
 async def _export(args: argparse.Namespace) -> dict[str, Any]:

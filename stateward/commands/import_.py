@@ -22,8 +22,8 @@ from stateward.commands.runtime_args import cli_runtime
 from stateward.commands.validate import format_finding
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import KeyPair, read_key_file
-from stateward.runtime.packages import import_package
-from stateward.runtime.registry import DeployedWorkflow
+from stateward.runtime.access.registry import DeployedWorkflow
+from stateward.runtime.packages.transfer import import_package
 
 
 async def _import(args: argparse.Namespace, key: KeyPair, text: bytes) -> list[DeployedWorkflow]:

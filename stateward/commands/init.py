@@ -16,7 +16,7 @@ from pathlib import Path
 from stateward.commands.runtime_args import cli_runtime
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import KeyPair, generate_keypair, read_key_file, write_key_file
-from stateward.runtime.genesis import init
+from stateward.runtime.access.genesis import init
 
 
 def load_or_create_key(path: str) -> KeyPair:

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from stateward.runtime.services import Runtime
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 
 

@@ -13,7 +13,7 @@ import sys
 from stateward.commands.runtime_args import cli_runtime
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import read_key_file
-from stateward.runtime.tokens import create_api_token
+from stateward.runtime.access.tokens import create_api_token
 
 
 async def _token(args: argparse.Namespace, actor: str) -> str:

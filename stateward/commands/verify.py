@@ -12,7 +12,7 @@ import sys
 
 from stateward.commands.runtime_args import cli_runtime
 from stateward.domain.errors import DomainError
-from stateward.runtime.verify import VerificationReport, verify
+from stateward.runtime.insight.verify import VerificationReport, verify
 
 
 async def _verify(args: argparse.Namespace) -> VerificationReport:

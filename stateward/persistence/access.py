@@ -10,7 +10,7 @@ from sqlalchemy import Table, delete, insert, select, update
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import ApiToken, AuthChallenge, KeyStatus, RoleGrant
-from stateward.persistence.records import ApiTokenRecord, GrantRecord, KeyStatusRecord
+from stateward.records import ApiTokenRecord, GrantRecord, KeyStatusRecord
 
 G = cast(Table, RoleGrant.__table__)
 K = cast(Table, KeyStatus.__table__)

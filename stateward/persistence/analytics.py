@@ -15,7 +15,7 @@ from sqlalchemy import Table, select
 
 from stateward.persistence.base import Repository
 from stateward.persistence.models import Event, Process
-from stateward.persistence.records import INSTANCE
+from stateward.records import INSTANCE
 
 E = cast(Table, Event.__table__)
 P = cast(Table, Process.__table__)

@@ -11,7 +11,7 @@ from sqlalchemy import Select, Table, insert, select, update
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models_ops import Assignment
-from stateward.persistence.records import AssignmentRecord
+from stateward.records import AssignmentRecord
 
 A = cast(Table, Assignment.__table__)
 UNASSIGNED = "unassigned"

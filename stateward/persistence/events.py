@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import classify_integrity_error
 from stateward.persistence.models import Event
-from stateward.persistence.records import StoredEvent
+from stateward.records import StoredEvent
 
 E = cast(Table, Event.__table__)
 _COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "id")

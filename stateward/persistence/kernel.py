@@ -36,14 +36,14 @@ from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import LIVE
 from stateward.persistence.models_ops import Assignment, Notification, Schedule, WebhookDelivery
 from stateward.persistence.processes import P
-from stateward.persistence.records import (
+from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
+from stateward.persistence.types import UTCDateTime
+from stateward.records import (
     AssignmentRecord,
     DeliveryRecord,
     NotificationRecord,
     ScheduleRecord,
 )
-from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
-from stateward.persistence.types import UTCDateTime
 
 A = cast(Table, Assignment.__table__)
 S = cast(Table, Schedule.__table__)

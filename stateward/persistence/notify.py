@@ -10,7 +10,7 @@ from sqlalchemy import Table, and_, insert, select, update
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models_ops import Notification, Webhook, WebhookDelivery
-from stateward.persistence.records import DeliveryRecord, NotificationRecord, WebhookRecord
+from stateward.records import DeliveryRecord, NotificationRecord, WebhookRecord
 
 N = cast(Table, Notification.__table__)
 H = cast(Table, Webhook.__table__)

@@ -18,7 +18,7 @@ from sqlalchemy import Table, func, insert, select, text, update
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models_ops import Meta, Outbox
-from stateward.persistence.records import OutboxFilter, OutboxRecord
+from stateward.records import OutboxFilter, OutboxRecord
 
 O = cast(Table, Outbox.__table__)  # noqa: E741
 MT = cast(Table, Meta.__table__)

@@ -13,7 +13,7 @@ from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import SeqConflict
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
-from stateward.persistence.records import INSTANCE, REGISTRY, ProcessRecord
+from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 
 #: Plain table (Core): rows, not identity-mapped objects that could go stale.
 P = cast(Table, Process.__table__)

@@ -9,7 +9,7 @@ from sqlalchemy import Table, and_, insert, select, update
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models_ops import Schedule
-from stateward.persistence.records import ScheduleRecord
+from stateward.records import ScheduleRecord
 
 S = cast(Table, Schedule.__table__)
 PENDING = "pending"

@@ -17,7 +17,7 @@ from sqlalchemy import and_, select, update
 from stateward.domain.model import ACTIVE, LIVE_STATUSES, STALE
 from stateward.persistence.base import Repository
 from stateward.persistence.processes import P, process_record
-from stateward.persistence.records import INSTANCE, ProcessRecord, SlaClaim
+from stateward.records import INSTANCE, ProcessRecord, SlaClaim
 
 WARNING = "warning"
 BREACH = "breach"

@@ -10,7 +10,7 @@ from sqlalchemy import Table, func, insert, select, tuple_, update
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models import Module, Workflow, WorkflowVersion
-from stateward.persistence.records import ModuleRecord, WorkflowRecord, WorkflowVersionRecord
+from stateward.records import ModuleRecord, WorkflowRecord, WorkflowVersionRecord
 
 W = cast(Table, Workflow.__table__)
 V = cast(Table, WorkflowVersion.__table__)

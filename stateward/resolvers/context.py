@@ -7,8 +7,8 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain.errors import NOT_FOUND, UNAUTHENTICATED, DomainError
-from stateward.runtime.auth import Viewer
-from stateward.runtime.services import Runtime
+from stateward.runtime.access.auth import Viewer
+from stateward.runtime.core.services import Runtime
 from stateward.schema.errors import ApiError
 
 

@@ -11,7 +11,7 @@ from strawberry.types import Info
 from stateward.domain.available import available_actions
 from stateward.domain.errors import NOT_FOUND, DomainError
 from stateward.domain.model import Actor
-from stateward.persistence.records import INSTANCE, ProcessRecord
+from stateward.records import INSTANCE, ProcessRecord
 from stateward.resolvers.context import viewer_or_none
 from stateward.resolvers.loaders import VersionedDefinition, loaders
 from stateward.schema.types.connection import Connection

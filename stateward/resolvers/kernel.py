@@ -1,6 +1,6 @@
 """Kernel resolvers: review queues, assignments, notifications and public entry.
 
-Writes call the kernel services of `stateward.runtime.assignments` / `.public`, imported
+Writes call the kernel services of `stateward.runtime.queues.assignments` / `.public`, imported
 lazily so the schema builds (and the rest of the API works) before those modules exist.
 Queue and notification reads go through `assignments.list_assignments`/`my_assignments`
 and `notifications.list_notifications` (keyset-paged: they return `first + 1` rows).
@@ -15,7 +15,7 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
-from stateward.persistence.records import AssignmentRecord
+from stateward.records import AssignmentRecord
 from stateward.resolvers.context import client_ip, runtime, viewer
 from stateward.schema.ids import local_id
 from stateward.schema.types.connection import MAX_FIRST, Connection, decode_cursor, page_size
@@ -39,7 +39,7 @@ async def team_queue(
     info: Info, team: str, status: str | None, first: int | None, after: str | None
 ) -> Connection[Assignment]:
     """`Query.assignments(team, status)`: a team's queue in the viewer's namespaces."""
-    fn = _service("assignments", "list_assignments")
+    fn = _service("queues.assignments", "list_assignments")
     limit = page_size(first)
     rows = await fn(runtime(info), viewer(info), team, status, limit, after)
     return _page(rows, limit, after)
@@ -49,7 +49,7 @@ async def my_queue(
     info: Info, status: str | None, first: int | None, after: str | None
 ) -> Connection[Assignment]:
     """`Query.myAssignments`: assignments the viewer claimed (any status unless given)."""
-    fn = _service("assignments", "my_assignments")
+    fn = _service("queues.assignments", "my_assignments")
     limit = page_size(first)
     rows = await fn(runtime(info), viewer(info), status, limit, after)
     return _page(rows, limit, after)
@@ -66,7 +66,7 @@ async def notifications(
     info: Info, first: int | None, after: str | None, unread_only: bool
 ) -> Connection[Notification]:
     """`Query.notifications`: the viewer's and its teams', newest first."""
-    fn = _service("notifications", "list_notifications")
+    fn = _service("sweeps.notifications", "list_notifications")
     before = None
     if after is not None:
         values = decode_cursor(after)
@@ -85,19 +85,19 @@ async def notifications(
 
 async def claim(info: Info, ident: str) -> Assignment:
     """`claimAssignment(id)`."""
-    fn = _service("assignments", "claim_assignment")
+    fn = _service("queues.assignments", "claim_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
 
 
 async def unclaim(info: Info, ident: str) -> Assignment:
     """`unclaimAssignment(id)`."""
-    fn = _service("assignments", "unclaim_assignment")
+    fn = _service("queues.assignments", "unclaim_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
 
 
 async def complete(info: Info, ident: str, review_data: Any, action: str | None) -> Assignment:
     """`completeAssignment(id, reviewData, action)`: review + action in one event."""
-    fn = _service("assignments", "complete_assignment")
+    fn = _service("queues.assignments", "complete_assignment")
     data = dict(review_data) if isinstance(review_data, Mapping) else review_data
     result = await fn(
         runtime(info), viewer(info).actor, local_id(ident, "Assignment"), data, action
@@ -107,20 +107,20 @@ async def complete(info: Info, ident: str, review_data: Any, action: str | None)
 
 async def cancel(info: Info, ident: str) -> Assignment:
     """`cancelAssignment(id)`."""
-    fn = _service("assignments", "cancel_assignment")
+    fn = _service("queues.assignments", "cancel_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
 
 
 async def issue_entry_token(info: Info, instance: str) -> str:
     """`issueEntryToken(instance)`: a visitor token for a started instance."""
-    fn = _service("public", "issue_entry_token")
+    fn = _service("public.entry", "issue_entry_token")
     result = await fn(runtime(info), viewer(info).actor, local_id(instance, "Instance"))
     return result if isinstance(result, str) else str(result.token)
 
 
 async def start_public(info: Info, workflow: str, data: Any) -> PublicEntry:
     """`startPublic(workflow, data)`: anyone may start a workflow whose initial is public."""
-    fn = _service("public", "start_public")
+    fn = _service("public.entry", "start_public")
     result = await fn(runtime(info), workflow, data or {}, ip=client_ip(info))
     token, view = result if isinstance(result, tuple) else (result.token, result.view)
     return PublicEntry(token=token, view=PublicView.from_domain(view))
@@ -128,12 +128,12 @@ async def start_public(info: Info, workflow: str, data: Any) -> PublicEntry:
 
 async def public_entry(info: Info, token: str) -> PublicView:
     """`Query.publicEntry(token)`: the visitor's view of its instance."""
-    fn = _service("public", "public_view")
+    fn = _service("public.entry", "public_view")
     return PublicView.from_domain(await fn(runtime(info), token, ip=client_ip(info)))
 
 
 async def advance_public(info: Info, token: str, action: str | None, input: Any) -> PublicView:
     """`advancePublic(token, action, input)`: a visitor acts on its current step."""
-    fn = _service("public", "advance_public")
+    fn = _service("public.entry", "advance_public")
     view = await fn(runtime(info), token, action, input or {}, ip=client_ip(info))
     return PublicView.from_domain(view)

@@ -18,8 +18,8 @@ from strawberry.types import Info
 
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.model import Definition
-from stateward.persistence.records import AssignmentRecord, ProcessRecord, StoredEvent
-from stateward.runtime.services import Runtime
+from stateward.records import AssignmentRecord, ProcessRecord, StoredEvent
+from stateward.runtime.core.services import Runtime
 
 LOADERS_KEY = "graph"
 BOOTSTRAP = "bootstrap"

@@ -11,7 +11,7 @@ from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.resolvers import reads
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.loaders import loaders
-from stateward.runtime import queries
+from stateward.runtime.core import queries
 from stateward.schema.ids import from_global_id
 from stateward.schema.types.instance import Assignment, Event
 from stateward.schema.types.results import Notification

@@ -7,7 +7,7 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.resolvers.context import runtime, viewer
-from stateward.runtime import packages
+from stateward.runtime.packages import transfer as packages
 from stateward.schema.types.workflow import Workflow
 
 

@@ -16,8 +16,10 @@ from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.loaders import loaders
-from stateward.runtime import analytics, queries, registry
-from stateward.runtime.queries import InstanceQuery
+from stateward.runtime.access import registry
+from stateward.runtime.core import queries
+from stateward.runtime.core.queries import InstanceQuery
+from stateward.runtime.insight import analytics
 from stateward.schema.ids import local_id
 from stateward.schema.types.connection import Connection, decode_cursor, page_size
 from stateward.schema.types.instance import Actor, Event, Instance
@@ -190,7 +192,7 @@ async def process_events(
 
 async def verify_process(info: Info, ident: str) -> Verification:
     """`Query.verifyProcess(id)`: signatures, chain and replay of one process."""
-    from stateward.runtime.verify import verify
+    from stateward.runtime.insight.verify import verify
 
     pid = local_id(ident, "Instance")
     found = await loaders(info).process.load(pid)

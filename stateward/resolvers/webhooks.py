@@ -12,8 +12,8 @@ from strawberry.types import Info
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, DomainError
 from stateward.domain.paths import is_namespace
 from stateward.resolvers.context import require_read, runtime
-from stateward.runtime import webhooks
-from stateward.runtime.auth import ADMIN
+from stateward.runtime.access.auth import ADMIN
+from stateward.runtime.sweeps import webhooks
 from stateward.schema.types.connection import Connection, decode_cursor, page_size
 from stateward.schema.types.webhook import WebhookDelivery
 

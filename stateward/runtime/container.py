@@ -30,10 +30,10 @@ from sqlalchemy.engine import make_url
 
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.governance.keys import generate_keypair, read_key_file, write_key_file
-from stateward.runtime import genesis
-from stateward.runtime.auth import Viewer, authenticate
-from stateward.runtime.hooks import HookRunner
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import genesis
+from stateward.runtime.access.auth import Viewer, authenticate
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.hooks.runner import HookRunner
 from stateward.settings import Settings
 from stateward.subscriptions.bus import DEFAULT_CHANNEL, EventBus
 from stateward.subscriptions.relay import OutboxRelay
@@ -269,7 +269,7 @@ def _start_automation(runtime: Runtime, hooks: HookRunner) -> Callable[[], Await
     Each run is a background task: the committing request returns without waiting for
     the hook; the automated events follow over the bus.
     """
-    from stateward.runtime.automation import automate
+    from stateward.runtime.hooks.automation import automate
 
     tasks: set[asyncio.Task[None]] = set()
 

@@ -21,8 +21,9 @@ from typing import Any
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import KeyPair, read_key_file
-from stateward.runtime import commands, queries, registry, tokens
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import registry, tokens
+from stateward.runtime.core import commands, queries
+from stateward.runtime.core.services import Runtime
 
 EXAMPLES_ENV = "STATEWARD_EXAMPLES_DIR"
 TEAMS = ("analyst", "manager", "compliance", "support", "support-l2", "sales", "office", "agent")

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from stateward.runtime import automation, scheduler, sla, staleness, webhooks
-from stateward.runtime.services import Runtime
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.hooks import automation
+from stateward.runtime.sweeps import scheduler, sla, staleness, webhooks
 
 log = logging.getLogger(__name__)
 

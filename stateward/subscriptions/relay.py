@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from stateward.runtime.services import Runtime
+from stateward.runtime.core.services import Runtime
 from stateward.subscriptions.bus import BusUnavailable, EventBus, MessageTooLarge
 from stateward.subscriptions.fanout import Payload
 

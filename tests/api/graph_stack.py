@@ -19,10 +19,10 @@ from starlette.applications import Starlette
 
 from stateward.app import create_app
 from stateward.governance.keys import KeyPair, generate_keypair
+from stateward.runtime.access.genesis import init
+from stateward.runtime.access.tokens import create_api_token
 from stateward.runtime.container import Services
-from stateward.runtime.genesis import init
-from stateward.runtime.services import Runtime
-from stateward.runtime.tokens import create_api_token
+from stateward.runtime.core.services import Runtime
 from stateward.schema.root import create_schema
 from stateward.settings import Settings
 

@@ -97,7 +97,7 @@ async def test_validate_workflow_reports_errors_and_warnings_without_deploying(a
 
 
 async def test_resubmitting_a_signed_event_is_a_duplicate(api: Api) -> None:
-    from stateward.runtime.commands import sign_as
+    from stateward.runtime.core.commands import sign_as
 
     await api.ok(DEPLOY, {"d": loan()})
     inst = (await api.ok(START, {"w": "acme/loans/loan"}))["startInstance"]

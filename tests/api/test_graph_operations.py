@@ -10,7 +10,7 @@ from typing import Any
 from graph_stack import Api, loan, open_stack
 from test_graph_kernel import SIGNUP
 
-from stateward.runtime import sla
+from stateward.runtime.sweeps import sla
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'

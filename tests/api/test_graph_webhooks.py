@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from graph_stack import Api, loan
 
-from stateward.runtime import ticker, webhooks
-from stateward.runtime.clock import ManualClock
+from stateward.runtime import ticker
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.sweeps import webhooks
 
 SET = """mutation($n:String!,$u:String,$s:String){setWebhook(namespace:$n,url:$u,secret:$s){
   namespace webhookUrl}}"""

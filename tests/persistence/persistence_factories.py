@@ -7,7 +7,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from stateward.persistence.records import INSTANCE, ProcessRecord, StoredEvent
+from stateward.records import INSTANCE, ProcessRecord, StoredEvent
 
 T0 = datetime(2026, 11, 30, 2, 21, 9, 123000, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import asyncio
 from persistence_factories import T0, at, new_process
 
 from stateward.persistence import UnitOfWorkFactory
-from stateward.persistence.records import AssignmentRecord
+from stateward.records import AssignmentRecord
 
 
 async def _process_with_assignment(

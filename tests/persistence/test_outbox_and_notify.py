@@ -9,7 +9,7 @@ from persistence_factories import T0, at, new_process
 
 from stateward.persistence import UnitOfWorkFactory
 from stateward.persistence.notify import team_recipient
-from stateward.persistence.records import OutboxFilter
+from stateward.records import OutboxFilter
 
 
 async def test_outbox_ids_are_monotonic_and_carry_the_payload(

@@ -16,7 +16,7 @@ from stateward.persistence import (
     UnitOfWorkFactory,
 )
 from stateward.persistence.processes import ProcessFilter
-from stateward.persistence.records import AssignmentRecord
+from stateward.records import AssignmentRecord
 
 
 async def _stored(uow_factory: UnitOfWorkFactory, **overrides: object):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ from persistence_factories import T0, at
 
 from stateward.persistence import UnitOfWorkFactory
 from stateward.persistence.access import namespace_scopes
-from stateward.persistence.records import WorkflowVersionRecord
+from stateward.records import WorkflowVersionRecord
 
 DEF_V1 = json.dumps({"$path": "customer/retail/onboarding", "$version": "2.0"})
 DEF_V2 = json.dumps({"$path": "customer/retail/onboarding", "$version": "2.0", "x": 1})

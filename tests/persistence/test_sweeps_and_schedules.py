@@ -10,7 +10,7 @@ import pytest
 from persistence_factories import T0, at, new_process
 
 from stateward.persistence import UnitOfWorkFactory
-from stateward.persistence.records import ProcessRecord
+from stateward.records import ProcessRecord
 
 ROWS = 30
 

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import pytest
 
 from stateward.governance.keys import KeyPair, generate_keypair
-from stateward.runtime.clock import ManualClock
-from stateward.runtime.genesis import init
-from stateward.runtime.services import Runtime
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 
 

@@ -7,10 +7,10 @@ import uuid
 from typing import Any
 
 from stateward.governance.keys import KeyPair, generate_keypair
-from stateward.persistence.records import AssignmentRecord, OutboxRecord, ProcessRecord
-from stateward.runtime import registry
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.services import Runtime
+from stateward.records import AssignmentRecord, OutboxRecord, ProcessRecord
+from stateward.runtime.access import registry
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.services import Runtime
 
 DESK = "ops/desk"
 TICKET: dict[str, Any] = {
@@ -95,7 +95,7 @@ class Desk:
     async def outbox(self, pid: str) -> list[OutboxRecord]:
         """Every bus message about `pid`, in order."""
         async with self.rt.uow(readonly=True) as uow:
-            from stateward.persistence.records import OutboxFilter
+            from stateward.records import OutboxFilter
 
             return await uow.outbox.events_after(0, OutboxFilter(instance_id=pid))
 

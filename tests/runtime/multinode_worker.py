@@ -12,7 +12,7 @@ import sys
 import time
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime.services import Runtime
+from stateward.runtime.core.services import Runtime
 from stateward.runtime.ticker import tick
 from stateward.settings import Settings
 

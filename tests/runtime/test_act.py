@@ -9,11 +9,11 @@ from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope, build_envelope
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.verification import sign_envelope
-from stateward.runtime.act import act, parse_signed
-from stateward.runtime.clock import ManualClock
-from stateward.runtime.commands import attest, perform_action, sign_as, start_instance
-from stateward.runtime.registry import deploy_workflow, grant_role
-from stateward.runtime.services import Runtime
+from stateward.runtime.access.registry import deploy_workflow, grant_role
+from stateward.runtime.core.act import act, parse_signed
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.commands import attest, perform_action, sign_as, start_instance
+from stateward.runtime.core.services import Runtime
 
 PATH = ONBOARDING["$path"]
 
@@ -86,7 +86,7 @@ async def test_an_untrusted_signer_cannot_speak_for_another_actor(admin_rt, oper
 
 
 async def test_a_revoked_key_is_refused_from_the_revocation_on(admin_rt, operator):
-    from stateward.runtime.registry import revoke_key
+    from stateward.runtime.access.registry import revoke_key
 
     pid = await _instance(admin_rt, operator)
     member = generate_keypair()
@@ -174,7 +174,7 @@ async def test_a_rule_of_the_engine_rejects_and_writes_nothing(admin_rt, operato
 
 
 async def test_advance_records_the_action_it_resolved(admin_rt, operator):
-    from stateward.runtime.commands import advance_instance
+    from stateward.runtime.core.commands import advance_instance
 
     pid = await _instance(admin_rt, operator)
     result = await advance_instance(admin_rt, operator.public, pid, {"name": "Bo"})

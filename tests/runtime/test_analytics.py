@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from stateward.domain.errors import DomainError
-from stateward.runtime import registry, sla
-from stateward.runtime.analytics import analytics, percentile
-from stateward.runtime.clock import ManualClock
-from stateward.runtime.commands import cancel_instance, perform_action, start_instance
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import registry
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.commands import cancel_instance, perform_action, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.analytics import analytics, percentile
+from stateward.runtime.sweeps import sla
 
 DESK: dict[str, Any] = {
     "$version": "2.0",

@@ -9,7 +9,9 @@ from kernel_fixtures import Desk
 
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import generate_keypair
-from stateward.runtime.assignments import (
+from stateward.runtime.core.commands import perform_action
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.queues.assignments import (
     assignment_cursor,
     cancel_assignment,
     claim_assignment,
@@ -18,8 +20,6 @@ from stateward.runtime.assignments import (
     my_assignments,
     unclaim_assignment,
 )
-from stateward.runtime.commands import perform_action
-from stateward.runtime.verify import verify
 
 
 async def _code(coro) -> str:  # type: ignore[no-untyped-def]

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from kernel_fixtures import Desk
 
-from stateward.runtime import automation, registry
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.hooks import HookRunner
-from stateward.runtime.verify import verify
+from stateward.runtime.access import registry
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.hooks import automation
+from stateward.runtime.hooks.runner import HookRunner
+from stateward.runtime.insight.verify import verify
 
 NS = "ops/auto"
 SCORING = """

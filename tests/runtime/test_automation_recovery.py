@@ -16,13 +16,14 @@ import pytest
 from kernel_fixtures import Desk
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime import automation, registry
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.hooks import HookRunner
-from stateward.runtime.ops_support import kernel_repo
-from stateward.runtime.services import Runtime
+from stateward.runtime.access import registry
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.ops_support import kernel_repo
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.hooks import automation
+from stateward.runtime.hooks.runner import HookRunner
+from stateward.runtime.insight.verify import verify
 from stateward.runtime.ticker import tick
-from stateward.runtime.verify import verify
 from stateward.settings import Settings
 
 NS = "ops/recover"

@@ -8,10 +8,10 @@ from runtime_definitions import ONBOARDING, REVIEW
 
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import generate_keypair
-from stateward.runtime import registry
-from stateward.runtime.act import act
-from stateward.runtime.commands import perform_action, sign_as, start_instance
-from stateward.runtime.verify import verify
+from stateward.runtime.access import registry
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import perform_action, sign_as, start_instance
+from stateward.runtime.insight.verify import verify
 
 N = 50
 

@@ -8,11 +8,11 @@ import pytest
 from runtime_definitions import ONBOARDING, REVIEW
 
 from stateward.domain.errors import DomainError
-from stateward.runtime import registry
-from stateward.runtime.act import act
-from stateward.runtime.commands import perform_action, sign_as, start_instance
-from stateward.runtime.group import committer_of
-from stateward.runtime.verify import verify
+from stateward.runtime.access import registry
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import perform_action, sign_as, start_instance
+from stateward.runtime.core.group import committer_of
+from stateward.runtime.insight.verify import verify
 
 PATH = ONBOARDING["$path"]
 

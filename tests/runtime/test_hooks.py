@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from stateward.runtime import hook_module, hook_worker
-from stateward.runtime.hooks import (
+from stateward.runtime.hooks import module as hook_module
+from stateward.runtime.hooks import worker as hook_worker
+from stateward.runtime.hooks.runner import (
     HookModule,
     HookRef,
     HookRunner,

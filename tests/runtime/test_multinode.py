@@ -14,11 +14,11 @@ from typing import Any
 from kernel_fixtures import DESK, TICKET, TIMED, Desk, Receiver
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.genesis import init
-from stateward.runtime.ops_support import kernel_repo
-from stateward.runtime.registry import set_webhook
-from stateward.runtime.services import Runtime
+from stateward.runtime.access.genesis import init
+from stateward.runtime.access.registry import set_webhook
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.ops_support import kernel_repo
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 
 WORKER = Path(__file__).with_name("multinode_worker.py")

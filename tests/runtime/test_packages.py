@@ -12,20 +12,20 @@ import pytest
 
 from stateward.domain.errors import DomainError, InvalidDefinition
 from stateward.governance.keys import KeyPair, generate_keypair
-from stateward.runtime import registry
-from stateward.runtime.batch import act_many
-from stateward.runtime.clock import ManualClock
-from stateward.runtime.commands import attest, perform_action, start_instance
-from stateward.runtime.genesis import init
-from stateward.runtime.packages import (
+from stateward.runtime.access import registry
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.commands import attest, perform_action, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.packages.batch import act_many
+from stateward.runtime.packages.transfer import (
     FORMAT,
     clone_workflow,
     cloned_definition,
     export_package,
     import_package,
 )
-from stateward.runtime.services import Runtime
-from stateward.runtime.verify import verify
 from stateward.settings import Settings
 
 PRICING = 'def price(ctx):\n    return {"total": 42}\n'

@@ -9,17 +9,17 @@ import pytest
 from kernel_fixtures import TICKET, Desk
 
 from stateward.domain.errors import DomainError
-from stateward.runtime import public
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.public import (
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.public import entry as public
+from stateward.runtime.public.entry import (
     advance_public,
     issue_entry_token,
     public_view,
     start_public,
     visitor_id,
 )
-from stateward.runtime.services import Runtime
-from stateward.runtime.verify import verify
 from stateward.settings import Settings
 
 APPLY: dict[str, Any] = {
@@ -137,7 +137,7 @@ async def test_start_public_needs_a_public_initial_state(desk):
 
 async def test_public_calls_are_rate_limited_per_ip(db_url, clock, operator):
     from stateward.governance.keys import generate_keypair
-    from stateward.runtime.genesis import init
+    from stateward.runtime.access.genesis import init
 
     rt = await Runtime.open(
         Settings(database_url=db_url, public_rate_limit=3), clock=clock, node_key=generate_keypair()

@@ -9,8 +9,8 @@ from runtime_definitions import ONBOARDING, REVIEW
 
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import generate_keypair
-from stateward.runtime import registry
-from stateward.runtime.genesis import init
+from stateward.runtime.access import registry
+from stateward.runtime.access.genesis import init
 
 
 async def test_deploying_creates_the_namespace_registry_and_version_one(admin_rt, operator):

@@ -8,10 +8,10 @@ import pytest
 from kernel_fixtures import TICKET, TIMED, Desk
 
 from stateward.domain.errors import DomainError
-from stateward.runtime import scheduler, staleness
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.services import Runtime
-from stateward.runtime.verify import verify
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.sweeps import scheduler, staleness
 from stateward.settings import Settings
 
 
@@ -113,8 +113,8 @@ async def test_concurrent_sweeps_mark_each_instance_once(desk):
 
 
 async def test_kernel_sweep_operations_are_refused_to_anyone_but_the_system(desk):
-    from stateward.runtime.act import act
-    from stateward.runtime.commands import attest
+    from stateward.runtime.core.act import act
+    from stateward.runtime.core.commands import attest
 
     pid = await desk.ticket_in_review()
     for name, input in (

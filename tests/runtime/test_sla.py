@@ -11,13 +11,14 @@ import json
 import pytest
 from kernel_fixtures import DESK, Desk, Receiver
 
-from stateward.runtime import sla, ticker, webhooks
-from stateward.runtime.assignments import claim_assignment
-from stateward.runtime.commands import perform_action
-from stateward.runtime.notifications import list_notifications
-from stateward.runtime.ops_support import kernel_repo
-from stateward.runtime.registry import set_webhook
-from stateward.runtime.verify import verify
+from stateward.runtime import ticker
+from stateward.runtime.access.registry import set_webhook
+from stateward.runtime.core.commands import perform_action
+from stateward.runtime.core.ops_support import kernel_repo
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.queues.assignments import claim_assignment
+from stateward.runtime.sweeps import sla, webhooks
+from stateward.runtime.sweeps.notifications import list_notifications
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import asyncio
 
 from kernel_fixtures import TICKET, TIMED, Desk
 
-from stateward.runtime.commands import perform_action, start_instance
+from stateward.runtime.core.commands import perform_action, start_instance
 from stateward.runtime.ticker import Ticker, tick
 
 

@@ -7,9 +7,9 @@ import json
 from runtime_definitions import ONBOARDING, REVIEW
 from sqlalchemy import text
 
-from stateward.runtime import registry
-from stateward.runtime.commands import perform_action, start_instance
-from stateward.runtime.verify import verify
+from stateward.runtime.access import registry
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.insight.verify import verify
 
 
 async def _history(rt, operator) -> str:  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime.services import Runtime
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 from stateward.subscriptions.bus import EventBus
 from stateward.subscriptions.fanout import LocalSubscription

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 from strawberry.types import Info
 
-from stateward.persistence.records import GrantRecord, ModuleRecord
+from stateward.records import GrantRecord, ModuleRecord
 from stateward.schema.ids import to_global_id
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node

@@ -8,7 +8,7 @@ from typing import Any
 import strawberry
 
 from stateward.domain.errors import Problem as DomainProblem
-from stateward.persistence.records import NotificationRecord
+from stateward.records import NotificationRecord
 from stateward.schema.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Event, Instance

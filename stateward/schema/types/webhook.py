@@ -13,7 +13,7 @@ from typing import Any
 
 import strawberry
 
-from stateward.persistence.records import DeliveryRecord
+from stateward.records import DeliveryRecord
 from stateward.schema.scalars import JSON
 
 

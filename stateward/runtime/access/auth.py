@@ -1,0 +1,181 @@
+"""Who is calling: challenge-response login, bearer tokens and the request's `Viewer`.
+
+- `auth_challenge(runtime, public_key)`: a single-use challenge string (120 s) stored in
+  `auth_challenges`; it names the deployment's `net` so it is worthless elsewhere.
+- `auth_login(runtime, public_key, challenge, signature)`: Ed25519 over the challenge's
+  UTF-8 bytes; consumes the challenge and issues a session token (stored as sha256 in
+  `api_tokens` with label `session`).
+- `create_api_token(runtime, viewer, label, actor, ttl)`: a long-lived token; a user makes
+  one for itself, a system `admin` for any actor.
+- `authenticate(runtime, token)`: the `Viewer` (actor + role grants) or None.
+
+Tokens are 32 random bytes (base64url, prefix `sw_`); only their sha256 is stored.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from stateward.domain.canonical import sha256_hex
+from stateward.domain.errors import (
+    BAD_SIGNATURE,
+    FORBIDDEN,
+    INVALID_INPUT,
+    UNAUTHENTICATED,
+    DomainError,
+)
+from stateward.governance.keys import b64url_encode, is_public_key, verify_signature
+from stateward.governance.roles import namespace_scopes
+from stateward.persistence import UnitOfWork
+from stateward.records import GrantRecord
+
+if TYPE_CHECKING:
+    from stateward.runtime.core.services import Runtime
+
+CHALLENGE_TTL = timedelta(seconds=120)
+SESSION_TTL = timedelta(hours=12)
+SESSION_LABEL = "session"
+TOKEN_PREFIX = "sw_"
+SYSTEM_NAMESPACE = "system"
+ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The authenticated caller: an actor key and the role grants it holds everywhere."""
+
+    actor: str
+    grants: tuple[GrantRecord, ...] = ()
+    label: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        """The actor id (its public key)."""
+        return self.actor
+
+    def roles_in(self, namespace: str) -> frozenset[str]:
+        """Lower-case roles in `namespace` (grants of `system` and of every prefix)."""
+        scopes = set(namespace_scopes(namespace))
+        return frozenset(g.role.lower() for g in self.grants if g.namespace in scopes)
+
+    def can_read(self, namespace: str | None) -> bool:
+        """True when the viewer holds any role that applies in `namespace`."""
+        return namespace is not None and bool(self.roles_in(namespace))
+
+    @property
+    def is_admin(self) -> bool:
+        """True for a `system` admin (may act for, and read, everything)."""
+        return ADMIN in self.roles_in(SYSTEM_NAMESPACE)
+
+    def readable(self, namespaces: list[str]) -> list[str]:
+        """The subset of `namespaces` the viewer may read, in the given order."""
+        return [n for n in namespaces if self.can_read(n)]
+
+
+def token_hash(token: str) -> str:
+    """The stored form of a bearer token (sha256 hex)."""
+    return sha256_hex(token.encode("utf-8"))
+
+
+def new_token() -> str:
+    """A fresh bearer token: 32 random bytes, base64url, with a recognisable prefix."""
+    return TOKEN_PREFIX + b64url_encode(secrets.token_bytes(32))
+
+
+def _check_key(public_key: str) -> None:
+    if not is_public_key(public_key):
+        raise DomainError(
+            INVALID_INPUT, "publicKey must be 32 bytes of unpadded base64url", pointer="/publicKey"
+        )
+
+
+async def auth_challenge(runtime: Runtime, public_key: str) -> tuple[str, datetime]:
+    """Issue a single-use login challenge for `public_key`; returns (challenge, expires_at)."""
+    _check_key(public_key)
+    now = runtime.clock.now()
+    challenge = f"stateward-login:{runtime.net}:{b64url_encode(secrets.token_bytes(32))}"
+    expires = now + CHALLENGE_TTL
+    async with runtime.uow() as uow:
+        await uow.tokens.purge_challenges(now)
+        await uow.tokens.add_challenge(challenge, public_key, expires, now)
+        await uow.commit()
+    return challenge, expires
+
+
+async def auth_login(
+    runtime: Runtime, public_key: str, challenge: str, signature: str
+) -> tuple[str, str, datetime]:
+    """Check the signed challenge and open a session: (token, actor, expires_at).
+
+    BAD_SIGNATURE when the signature does not verify; UNAUTHENTICATED when the challenge
+    is unknown, expired, already used, issued to another key, or the key is revoked.
+    """
+    _check_key(public_key)
+    if not verify_signature(public_key, challenge.encode("utf-8"), signature):
+        raise DomainError(BAD_SIGNATURE, "the signature does not verify for this key and challenge",
+                          details={"reason": "forged"})  # fmt: skip
+    now = runtime.clock.now()
+    token = new_token()
+    expires = now + SESSION_TTL
+    async with runtime.uow() as uow:
+        if not await uow.tokens.consume_challenge(challenge, public_key, now):
+            raise DomainError(UNAUTHENTICATED, "unknown, expired or already used challenge")
+        await _check_not_revoked(uow, public_key)
+        await uow.tokens.add(token_hash(token), public_key, now, label=SESSION_LABEL,
+                             expires_at=expires)  # fmt: skip
+        await uow.commit()
+    return token, public_key, expires
+
+
+async def create_api_token(
+    runtime: Runtime,
+    viewer: Viewer,
+    *,
+    label: str | None = None,
+    actor: str | None = None,
+    ttl_seconds: float | None = None,
+) -> tuple[str, str | None, datetime | None]:
+    """A new API token for `actor` (default: the viewer): (token, label, expires_at).
+
+    Only a `system` admin may create a token for another actor (FORBIDDEN otherwise).
+    """
+    target = actor or viewer.actor
+    if target != viewer.actor and not viewer.is_admin:
+        raise DomainError(FORBIDDEN, "only a system admin may create tokens for another actor")
+    if target != viewer.actor:
+        _check_key(target)
+    if ttl_seconds is not None and ttl_seconds <= 0:
+        raise DomainError(INVALID_INPUT, "ttl must be positive", pointer="/ttl")
+    if label is not None and len(label) > 200:
+        raise DomainError(INVALID_INPUT, "label is limited to 200 characters", pointer="/label")
+    now = runtime.clock.now()
+    expires = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
+    token = new_token()
+    async with runtime.uow() as uow:
+        await uow.tokens.add(token_hash(token), target, now, label=label, expires_at=expires)
+        await uow.commit()
+    return token, label, expires
+
+
+async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
+    """The viewer a bearer token stands for, or None (unknown, expired, revoked key)."""
+    now = runtime.clock.now()
+    async with runtime.uow(readonly=True) as uow:
+        record = await uow.tokens.get(token_hash(token))
+        if record is None or not record.valid_at(now):
+            return None
+        status = await uow.keys.status(record.actor)
+        if status is not None and status.status == "revoked":
+            return None
+        grants = await uow.grants.of_actor(record.actor)
+    return Viewer(record.actor, tuple(grants), record.label, record.expires_at)
+
+
+async def _check_not_revoked(uow: UnitOfWork, actor: str) -> None:
+    status = await uow.keys.status(actor)
+    if status is not None and status.status == "revoked":
+        raise DomainError(UNAUTHENTICATED, "this key is revoked")

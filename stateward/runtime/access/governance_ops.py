@@ -1,0 +1,152 @@
+"""Governance events on registries (DESIGN §6): checks before the engine, rows after.
+
+A registry event runs the namespace's bootstrap workflow through the engine (which
+records the action in the registry's data); this module adds what needs the database:
+the admin check first (FORBIDDEN before any validation finding), full definition
+validation with spawn targets and hook modules resolved against what is deployed
+(INVALID_DEFINITION with problems, TARGET_MISMATCH among them), and — once the event row
+exists — the materialized rows: workflow versions, modules, role grants, the webhook,
+key rotation and revocation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from stateward.domain import events as ev
+from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.canonical import canonical_bytes, sha256_hex
+from stateward.domain.definition import validate_definition
+from stateward.domain.errors import (
+    FORBIDDEN,
+    INVALID_INPUT,
+    TARGET_MISMATCH,
+    DomainError,
+    InvalidDefinition,
+    Problem,
+)
+from stateward.domain.model import Outcome
+from stateward.domain.paths import split_path
+from stateward.domain.registry import grant_roles, validate_governance_input
+from stateward.records import StoredEvent
+from stateward.runtime.core.kernel import ActContext, apply_engine
+from stateward.runtime.hooks.module import check_module
+
+#: `session.info` key set by `batch.act_many`: workflow paths its batch deploys.
+PENDING_WORKFLOWS = "stateward.pending_workflows"
+
+OPEN_TO_ANY = frozenset({"rotate_key"})
+
+
+async def op_governance(ctx: ActContext) -> Outcome:
+    """Evaluate a registry action: admin check, validation, engine, then materialize."""
+    name, namespace = ctx.envelope.action.name, ctx.namespace
+    if name not in OPEN_TO_ANY and not (ctx.actor.is_system or has_role(ctx.actor, ADMIN_ROLE)):
+        raise DomainError(
+            FORBIDDEN,
+            f"{name} needs the admin role in namespace {namespace!r} (or a prefix, or system)",
+        )
+    if name in ("add_workflow", "update_workflow"):
+        await _validate_workflow(ctx)
+    elif name in ("add_module", "update_module"):
+        _validate_module(ctx.input)
+    outcome = apply_engine(ctx)
+    ctx.after_event.append(lambda event: _materialize(ctx, event))
+    return outcome
+
+
+async def _validate_workflow(ctx: ActContext) -> None:
+    """Full validation of a deployed definition; raise InvalidDefinition with problems."""
+    shape = validate_governance_input(ctx.envelope.action.name, ctx.input, namespace=ctx.namespace)
+    mismatches = [p for p in shape if p.code == TARGET_MISMATCH]
+    if mismatches:
+        raise InvalidDefinition(mismatches)
+    if shape:
+        first = shape[0]
+        raise DomainError(INVALID_INPUT, first.message, pointer=first.pointer, problems=shape)
+    definition = ctx.input["definition"]
+    uow = ctx.uow
+    deployed = {w.path for w in await uow.workflows.in_namespace(None)}
+    deployed.add(str(definition.get("$path")))
+    deployed.update(uow.session.info.get(PENDING_WORKFLOWS, ()))  # act_many: same batch
+    module_paths: set[str] = set()
+    for ns in _hook_namespaces(definition, ctx.namespace):
+        module_paths.update(f"{ns}/{m.name}" for m in await uow.modules.latest_in(ns))
+    report = validate_definition(
+        definition,
+        deployed=deployed,
+        target=ctx.input.get("target"),
+        modules=module_paths.__contains__,
+    )
+    if not report.valid:
+        raise InvalidDefinition(report.errors)
+
+
+def _hook_namespaces(definition: Mapping[str, Any], own: str) -> set[str]:
+    """Namespaces whose modules the definition's hooks may name."""
+    found = {own}
+    states = definition.get("states")
+    if isinstance(states, Mapping):
+        for state in states.values():
+            hook = state.get("hook") if isinstance(state, Mapping) else None
+            if isinstance(hook, str) and "/" in hook.split(":", 1)[0]:
+                found.add(hook.split(":", 1)[0].rsplit("/", 1)[0])
+    return found
+
+
+def _validate_module(input: Mapping[str, Any]) -> None:
+    """Starlark syntax and name shape of a module; INVALID_INPUT with problems."""
+    problems: list[Problem] = check_module(input.get("source"), input.get("name"))  # type: ignore[arg-type]
+    if problems:
+        raise DomainError(
+            INVALID_INPUT,
+            f"invalid module: {problems[0].message}",
+            pointer=problems[0].pointer,
+            problems=problems,
+        )
+
+
+async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
+    """Write the rows a governance event stands for (same transaction as the event)."""
+    uow, now, namespace, input = ctx.uow, ctx.now, ctx.namespace, ctx.input
+    name = ctx.envelope.action.name
+    if name in ("add_workflow", "update_workflow"):
+        source = input["definition"]
+        canonical = canonical_bytes(source)
+        # The authored text, not the canonical bytes: RFC 8785 sorts keys and would lose
+        # the state/action order that ordinals and `advance` depend on.
+        authored = json.dumps(source, ensure_ascii=False, separators=(",", ":"))
+        record = await uow.workflows.add_version(
+            source["$path"], authored, sha256_hex(canonical), now, event.id
+        )
+        ctx.payload_overrides[ev.WORKFLOW_DEPLOYED] = {
+            ev.F_NAMESPACE: split_path(record.path)[0],
+            ev.F_WORKFLOW: record.path,
+            ev.F_VERSION: record.version,
+        }
+    elif name == "remove_workflow":
+        await uow.workflows.remove(input["path"], now)
+    elif name in ("add_module", "update_module"):
+        source = input["source"]
+        await uow.modules.add_version(
+            namespace, input["name"], source, sha256_hex(source.encode("utf-8")), now, event.id
+        )
+    elif name == "grant_role":
+        for role in grant_roles(input):
+            await uow.grants.grant(namespace, input["actor"], role, now, event.id)
+    elif name == "revoke_role":
+        for role in grant_roles(input):
+            await uow.grants.revoke(namespace, input["actor"], role)
+    elif name == "set_webhook":
+        await uow.webhooks.set(namespace, input.get("url"), input.get("secret"), now, event.id)
+    elif name == "rotate_key":
+        await uow.grants.move(ctx.actor.id, input["new_key"], now)
+        await uow.keys.rotate(ctx.actor.id, input["new_key"], event.ts, event.id)
+    elif name == "revoke_key":
+        key = input["key"]
+        for grant in await uow.grants.members(namespace):
+            if grant.actor == key:
+                await uow.grants.revoke(namespace, key, grant.role)
+        await uow.keys.revoke(key, event.ts, event.id)

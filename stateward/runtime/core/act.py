@@ -1,0 +1,347 @@
+"""`act`: the ONE path of every state change (DESIGN §1, §6, §8).
+
+signed envelope -> canonical bytes and identity -> verify (net, signer, signature, ±300 s,
+revoked keys) -> load the process and its pinned definition -> roles -> kernel operation /
+`domain.engine` -> one transaction (process row, hash-chained event row, effects, outbox)
+-> commit -> publish the outbox messages.
+
+Resubmitting the exact same envelope returns the original event (`duplicate=True`); the
+same (actor, nonce) with other content is `REPLAYED`. A concurrent writer that loses the
+race on the process's seq is re-evaluated on fresh state when server-attested, else
+answered `CONFLICT`. Nothing is ever half written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from stateward.domain.bootstrap import bootstrap_definition
+from stateward.domain.canonical import loads_strict
+from stateward.domain.errors import (
+    BAD_SIGNATURE,
+    CONFLICT,
+    INVALID_INPUT,
+    NOT_FOUND,
+    REPLAYED,
+    DomainError,
+)
+from stateward.domain.model import Actor, Outcome, ProcessSnapshot
+from stateward.domain.paths import is_namespace, registry_id
+from stateward.governance.envelope import SignedEnvelope
+from stateward.governance.keys import is_public_key
+from stateward.governance.verification import verify_envelope
+from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
+from stateward.records import (
+    INSTANCE,
+    REGISTRY,
+    KeyStatusRecord,
+    OutboxRecord,
+    ProcessRecord,
+    StoredEvent,
+)
+from stateward.runtime.core.kernel import (
+    START,
+    ActContext,
+    op_advance,
+    op_business,
+    op_cancel,
+    op_start,
+    select_op,
+)
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.core.writes import Written, write_event
+
+#: How often a server-attested event is re-evaluated after losing a seq race.
+MAX_ATTEMPTS = 50
+BOOTSTRAP_SUFFIX = "/bootstrap"
+#: Operations whose only process-row write is the event's own (safe to cache the result).
+CACHEABLE_OPS = frozenset({op_advance, op_business, op_cancel, op_start})
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """The event an envelope produced (or, for a resubmission, already had)."""
+
+    event: StoredEvent
+    process: ProcessSnapshot
+    record: ProcessRecord
+    outcome: Outcome | None
+    duplicate: bool = False
+    children: tuple[ProcessRecord, ...] = ()
+    outbox: tuple[OutboxRecord, ...] = field(default=(), repr=False)
+
+
+def parse_signed(body: str | bytes | Mapping[str, Any]) -> SignedEnvelope:
+    """`{"event", "signer", "signature"}` from JSON text (strict: NaN, ±Inf, unsafe
+    integers and duplicate keys are refused before anything else) or a parsed object."""
+    value = loads_strict(body) if isinstance(body, (str, bytes)) else body
+    return SignedEnvelope.from_json(value)
+
+
+async def act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
+    """Verify and apply one signed envelope (see the module docstring); the only writer."""
+    envelope = signed.envelope
+    identity = envelope.identity()
+    now = runtime.clock.now()
+    try:
+        await _verify_signature(runtime, signed, now)
+    except DomainError as error:
+        return await _resubmission(runtime, signed, identity, error, check_nonce=False)
+    if runtime.group_commit:
+        from stateward.runtime.core.group import committer_of
+
+        return await committer_of(runtime).submit(signed, identity, attested=attested)
+    return await act_verified(runtime, signed, identity, now, attested=attested)
+
+
+async def act_verified(
+    runtime: Runtime,
+    signed: SignedEnvelope,
+    identity: str,
+    now: datetime,
+    *,
+    attested: bool,
+    cache: ReadCache | None = None,
+) -> ActResult:
+    """`act` after the signature checks: one transaction per event (with retries)."""
+    envelope = signed.envelope
+    written: Written | None = None
+    for _attempt in range(MAX_ATTEMPTS if attested else 1):
+        try:
+            async with runtime.uow() as uow:
+                written = await apply_in(runtime, uow, signed, identity, now, cache=cache)
+                await uow.commit()
+            break
+        except SeqConflict:
+            now = runtime.clock.now()
+            continue
+        except (DomainError, DuplicateEvent, NonceConflict) as error:
+            return await _resubmission(runtime, signed, identity, error)
+        except IntegrityError as error:
+            conflict = DomainError(CONFLICT, f"concurrent write on {envelope.process}: {error}")
+            return await _resubmission(runtime, signed, identity, conflict)
+    if written is None:
+        raise DomainError(
+            CONFLICT,
+            f"process {envelope.process} changed concurrently; re-read it and sign again",
+        )
+    await after_commit(runtime, written)
+    return result_of(written)
+
+
+def result_of(written: Written) -> ActResult:
+    """The `ActResult` of a committed write."""
+    return ActResult(
+        event=written.event,
+        process=written.process.snapshot(),
+        record=written.process,
+        outcome=written.outcome,
+        duplicate=False,
+        children=tuple(written.children),
+        outbox=tuple(written.outbox),
+    )
+
+
+async def after_commit(runtime: Runtime, written: Written) -> None:
+    """Publish the committed outbox messages, then start automation of system states."""
+    await runtime.publish([row.message() for row in written.outbox])
+    for process_id, hook in written.hooks:
+        await runtime.run_automation(process_id, hook)
+
+
+async def _verify_signature(runtime: Runtime, signed: SignedEnvelope, now: datetime) -> None:
+    """The checks that need no database: net, signer trust, signature, ±300 s."""
+    try:
+        verify_envelope(signed, net=runtime.net, now=now, trusted_signers=runtime.trusted_signers)
+    except DomainError as error:
+        if error.details.get("reason") != "untrusted_signer":
+            raise
+        trusted = await runtime.refresh_trusted()  # another node may have joined
+        verify_envelope(signed, net=runtime.net, now=now, trusted_signers=trusted)
+
+
+@dataclass
+class ReadCache:
+    """Reads one transaction may reuse across the events it applies (group commit):
+    key statuses and roles. Cleared after any registry event (grants, keys change)."""
+
+    statuses: dict[str, KeyStatusRecord | None] = field(default_factory=dict)
+    roles: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    #: Process rows as this transaction last read or wrote them (taken once each).
+    processes: dict[str, ProcessRecord] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget everything (a registry event may have changed grants or keys)."""
+        self.statuses.clear()
+        self.roles.clear()
+        self.processes.clear()
+
+    async def prefetch(self, uow: UnitOfWork, process_ids: list[str]) -> None:
+        """Read the batch's processes in one query (SQLite: the write lock is held, so
+        they cannot change underneath; PostgreSQL reads each row `FOR UPDATE` instead)."""
+        if uow.dialect == "sqlite":
+            self.processes.update(await uow.processes.processes_by_ids(process_ids))
+
+
+async def check_revoked(
+    uow: UnitOfWork, signed: SignedEnvelope, cache: ReadCache | None = None
+) -> None:
+    """BAD_SIGNATURE when the signer or the actor key is revoked or rotated away.
+
+    Whatever the envelope's `ts` says: a key's revocation is committed before this event,
+    so the event would be recorded after it (a stolen key cannot backdate its way in);
+    the events recorded before the revocation still verify.
+    """
+    envelope = signed.envelope
+    keys = {k for k in (signed.signer, envelope.actor) if is_public_key(k)}
+    known = cache.statuses if cache is not None else {}
+    missing = keys - known.keys()
+    if missing:
+        found = await uow.keys.statuses(missing)
+        if cache is not None:
+            cache.statuses.update({k: found.get(k) for k in missing})
+        known = {**known, **found}
+    for key in keys:
+        status = known.get(key)
+        since = (status.revoked_at or status.rotated_at) if status is not None else None
+        if status is not None and since is not None:
+            raise DomainError(
+                BAD_SIGNATURE,
+                f"key {key} was {status.status} at {since.isoformat()}",
+                details={"reason": "revoked"},
+            )
+
+
+async def apply_in(
+    runtime: Runtime,
+    uow: UnitOfWork,
+    signed: SignedEnvelope,
+    identity: str,
+    now: datetime,
+    *,
+    cache: ReadCache | None = None,
+) -> Written:
+    """Apply `signed` inside `uow` (no commit): every read, the evaluation, every write.
+
+    `cache` lets the events of one transaction share key-status and role reads.
+    """
+    envelope = signed.envelope
+    await check_revoked(uow, signed, cache)
+    workflow = envelope.action.workflow
+    registry = workflow.endswith(BOOTSTRAP_SUFFIX)
+    process = cache.processes.pop(envelope.process, None) if cache is not None else None
+    if process is None:
+        process = await uow.processes.get(envelope.process, for_update=True)
+    if registry:
+        namespace = workflow[: -len(BOOTSTRAP_SUFFIX)]
+        if not is_namespace(namespace) or registry_id(namespace) != envelope.process:
+            raise DomainError(
+                INVALID_INPUT,
+                f"{workflow} events target process {registry_id(namespace)}, "
+                f"not {envelope.process}",
+                pointer="/process",
+            )
+        if envelope.action.name.startswith("$"):
+            raise DomainError(
+                INVALID_INPUT,
+                "registries take governance actions only (created by their first event)",
+                pointer="/action/name",
+            )
+        definition = bootstrap_definition(namespace)
+        kind, version = REGISTRY, 1
+    elif process is None:
+        if envelope.action.name != START:
+            raise DomainError(NOT_FOUND, f"process {envelope.process} does not exist")
+        definition = await runtime.definition(uow, workflow)
+        namespace, kind = definition.namespace, INSTANCE
+        version = (await uow.workflows.get(workflow)).latest_version  # type: ignore[union-attr]
+    else:
+        if process.workflow != workflow:
+            raise DomainError(
+                INVALID_INPUT,
+                f"process {process.id} runs {process.workflow}, not {workflow}",
+                pointer="/action/workflow",
+            )
+        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+        namespace, kind, version = process.namespace, process.kind, process.workflow_version
+    if process is not None and process.kind != kind:
+        raise DomainError(INVALID_INPUT, f"process {process.id} is not a {kind}")
+    actor = await actor_in(uow, envelope.actor, namespace, cache)
+    claimed_by = None
+    if process is not None:
+        state = definition.states.get(process.state)
+        if state is not None and state.assign is not None:
+            claimed_by = await uow.processes.claimed_by(process.id)
+    ctx = ActContext(
+        runtime=runtime,
+        uow=uow,
+        signed=signed,
+        identity=identity,
+        now=now,
+        actor=actor,
+        definition=definition,
+        process=process,
+        kind=kind,
+        namespace=namespace,
+        workflow=workflow if process is None else process.workflow,
+        version=version,
+        claimed_by=claimed_by,
+    )
+    op = select_op(envelope, registry=registry)
+    outcome = await op(ctx)
+    written = await write_event(ctx, outcome)
+    if cache is not None and op in CACHEABLE_OPS and not ctx.after_event:
+        cache.processes[written.process.id] = written.process  # nothing else wrote the row
+    return written
+
+
+async def actor_in(
+    uow: UnitOfWork, actor_id: str, namespace: str, cache: ReadCache | None = None
+) -> Actor:
+    """The actor with the roles it holds in `namespace` (system + every prefix)."""
+    roles: frozenset[str] = frozenset()
+    if is_public_key(actor_id):
+        key = (actor_id, namespace)
+        cached = cache.roles.get(key) if cache is not None else None
+        if cached is None:
+            cached = frozenset(await uow.grants.roles_of(actor_id, namespace))
+            if cache is not None:
+                cache.roles[key] = cached
+        roles = cached
+    return Actor(id=actor_id, roles=roles, visitor=actor_id.startswith("visitor:"))
+
+
+async def _resubmission(
+    runtime: Runtime,
+    signed: SignedEnvelope,
+    identity: str,
+    error: Exception,
+    *,
+    check_nonce: bool = True,
+) -> ActResult:
+    """After a failure: the original event if this envelope was already applied,
+    REPLAYED if its (actor, nonce) was used by another envelope, else the error."""
+    envelope = signed.envelope
+    async with runtime.uow(readonly=True) as uow:
+        existing = await uow.events.by_identity(identity)
+        if existing is not None:
+            record = await uow.processes.get(existing.process_id)
+            assert record is not None
+            return ActResult(existing, record.snapshot(), record, None, duplicate=True)
+        if check_nonce or isinstance(error, NonceConflict):
+            used = await uow.events.by_nonce(envelope.actor, envelope.nonce)
+            if used is not None or isinstance(error, NonceConflict):
+                raise DomainError(
+                    REPLAYED,
+                    f"nonce {envelope.nonce} of actor {envelope.actor} was already used "
+                    "for another event",
+                    details={"actor": envelope.actor, "nonce": envelope.nonce},
+                ) from error
+    if isinstance(error, DomainError):
+        raise error
+    raise DomainError(CONFLICT, str(error)) from error

@@ -1,0 +1,186 @@
+"""Group commit: one writer task applies queued events, several per transaction.
+
+Per-transaction overhead, not fsync, bounds single-row transactions through async
+SQLAlchemy (DESIGN §1), so `act` can hand verified envelopes to this writer
+(`Runtime.group_commit = True`). The writer drains what is queued (up to `max_batch`),
+opens ONE unit of work and applies them one after the other, then commits once. Each
+event stays all-or-nothing: when one is refused, the whole transaction is rolled back,
+the refused one is answered alone and the others are applied again as a new batch
+(no SAVEPOINT round trips on the happy path). Key
+statuses and roles are read once per batch (`ReadCache`, cleared after registry events).
+Callers get exactly what `act` gives them: the result after the commit, or the error
+(resubmissions and REPLAYED resolved as `act` does; attested losers of a seq race are
+re-run alone on fresh state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy.exc import IntegrityError
+
+from stateward.domain.errors import DomainError
+from stateward.governance.envelope import SignedEnvelope
+from stateward.persistence import PersistenceConflict, SeqConflict
+from stateward.records import REGISTRY
+from stateward.runtime.core.act import (
+    ActResult,
+    ReadCache,
+    _resubmission,
+    act_verified,
+    after_commit,
+    apply_in,
+    result_of,
+)
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.core.writes import Written
+
+log = logging.getLogger(__name__)
+MAX_BATCH = 64
+
+
+@dataclass
+class _Item:
+    signed: SignedEnvelope
+    identity: str
+    attested: bool
+    future: asyncio.Future[ActResult]
+    written: Written | None = None
+    error: Exception | None = field(default=None, repr=False)
+
+
+class GroupCommitter:
+    """The single writer of a runtime (per event loop): `await submit(...)`."""
+
+    def __init__(self, runtime: Runtime, max_batch: int = MAX_BATCH) -> None:
+        self.runtime = runtime
+        self.max_batch = max_batch
+        self.batches = 0
+        self.events = 0
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._finishing: set[asyncio.Task[None]] = set()
+        self._task = self._loop.create_task(self._run(), name="stateward-group-commit")
+
+    async def submit(self, signed: SignedEnvelope, identity: str, *, attested: bool) -> ActResult:
+        """Queue a verified envelope and wait for its committed result (or its error)."""
+        future: asyncio.Future[ActResult] = self._loop.create_future()
+        await self._queue.put(_Item(signed, identity, attested, future))
+        return await future
+
+    async def close(self) -> None:
+        """Stop the writer (queued callers get a CancelledError)."""
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+            await self._task
+        while not self._queue.empty():
+            self._queue.get_nowait().future.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            items = [await self._queue.get()]
+            while len(items) < self.max_batch and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            try:
+                await self._batch(items)
+            except Exception as error:  # never leave a caller waiting
+                log.exception("group commit batch failed")
+                for item in items:
+                    if not item.future.done():
+                        item.future.set_exception(error)
+
+    async def _batch(self, items: list[_Item]) -> None:
+        """Apply `items` in one transaction. When one is refused, the transaction is
+        rolled back and the others form a new batch (a refused event never leaves a
+        partial write behind); the refused ones are answered after the commit, so a
+        resubmission of an envelope of the same batch finds its original."""
+        runtime = self.runtime
+        refused: list[_Item] = []
+        while items:
+            now = runtime.clock.now()
+            failed: _Item | None = None
+            try:
+                async with runtime.uow() as uow:
+                    cache = ReadCache()
+                    await cache.prefetch(uow, [item.signed.envelope.process for item in items])
+                    for item in items:
+                        try:
+                            item.written = await apply_in(
+                                runtime, uow, item.signed, item.identity, now, cache=cache
+                            )
+                        except (DomainError, PersistenceConflict, IntegrityError) as error:
+                            item.error, failed = error, item
+                            break
+                        if item.written.process.kind == REGISTRY or item.written.children:
+                            cache.clear()
+                    if failed is None:
+                        await uow.commit()
+            except Exception:  # the commit itself failed: everyone alone, one by one
+                log.warning("group commit failed; applying %d events one by one", len(items))
+                for item in items + refused:
+                    item.written, item.error = None, None
+                    await self._alone(item)
+                return
+            if failed is None:
+                break
+            refused.append(failed)
+            items = [item for item in items if item is not failed]
+            for item in items:
+                item.written, item.error = None, None
+        self.batches += 1
+        self.events += len(items)
+        for item in items + refused:
+            await self._settle(item)
+
+    async def _settle(self, item: _Item) -> None:
+        if item.written is not None:
+            # Publishing and automation run outside the writer: an automated `$automate`
+            # event is itself submitted here, and the writer must not wait on itself.
+            task = self._loop.create_task(self._finish(item, item.written))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+        elif isinstance(item.error, SeqConflict) and item.attested:
+            await self._alone(item)
+        else:
+            try:
+                result = await _resubmission(
+                    self.runtime, item.signed, item.identity, item.error or Exception()
+                )
+            except BaseException as error:
+                item.future.set_exception(error)
+            else:
+                item.future.set_result(result)
+
+    async def _finish(self, item: _Item, written: Written) -> None:
+        try:
+            await after_commit(self.runtime, written)
+        finally:
+            if not item.future.done():
+                item.future.set_result(result_of(written))
+
+    async def _alone(self, item: _Item) -> None:
+        try:
+            result = await act_verified(
+                self.runtime,
+                item.signed,
+                item.identity,
+                self.runtime.clock.now(),
+                attested=item.attested,
+            )
+        except BaseException as error:
+            item.future.set_exception(error)
+        else:
+            item.future.set_result(result)
+
+
+def committer_of(runtime: Runtime) -> GroupCommitter:
+    """The runtime's writer on the running loop (started on first use)."""
+    committer = runtime.committer
+    loop = asyncio.get_running_loop()
+    if committer is None or committer._loop is not loop or committer._task.done():
+        committer = runtime.committer = GroupCommitter(runtime)
+    assert isinstance(committer, GroupCommitter)
+    return committer

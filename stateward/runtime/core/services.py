@@ -1,0 +1,249 @@
+"""The `Runtime`: one object holding everything the runtime services need.
+
+Settings, the database engine and its unit-of-work factory, the node key (whose public
+key is a trusted signer of server-attested events), the deployment's `net` id, the clock,
+a cache of loaded definitions and the after-commit publishers. Build it with
+`await Runtime.open(settings)` and release it with `await runtime.close()`; nothing
+connects at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateward.domain.bootstrap import bootstrap_definition
+from stateward.domain.definition import load_definition
+from stateward.domain.errors import NOT_FOUND, DomainError
+from stateward.domain.model import Definition
+from stateward.governance.keys import KeyPair, generate_keypair
+from stateward.governance.node_key import load_or_create_node_key
+from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
+from stateward.records import WorkflowVersionRecord
+from stateward.runtime.core.clock import Clock, SystemClock
+from stateward.settings import Settings
+
+log = logging.getLogger(__name__)
+
+NET_KEY = "net"
+TRUSTED_SIGNERS_KEY = "trusted_signers"
+
+#: After-commit publisher: receives the §9 bus messages (outbox rows with their ids).
+Publisher = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
+#: After-commit automation hook: (runtime, process id, `module:function`) of a system state.
+AutomationHook = Callable[["Runtime", str, str], Awaitable[None]]
+
+
+def default_node_key_path(settings: Settings) -> Path:
+    """Where the node key lives when `STATEWARD_NODE_KEY_FILE` is unset.
+
+    Beside a SQLite database file (`<db>.node-key.json`); otherwise (PostgreSQL, an
+    in-memory SQLite) in `$XDG_DATA_HOME/stateward/node-key.json` (~/.local/share).
+    """
+    if settings.node_key_file:
+        return Path(settings.node_key_file)
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return Path(f"{url.database}.node-key.json")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "stateward" / "node-key.json"
+
+
+@dataclass
+class DefinitionCache:
+    """Loaded definitions by (path, version): versions are immutable, so never stale."""
+
+    limit: int = 1024
+    _items: dict[tuple[str, int], Definition] = field(default_factory=dict)
+
+    def get(self, path: str, version: int) -> Definition | None:
+        """The cached definition, or None."""
+        return self._items.get((path, version))
+
+    def put(self, path: str, version: int, definition: Definition) -> Definition:
+        """Remember `definition` (the whole cache is dropped when it grows past `limit`)."""
+        if len(self._items) >= self.limit:
+            self._items.clear()
+        self._items[(path, version)] = definition
+        return definition
+
+    def from_record(self, record: WorkflowVersionRecord) -> Definition:
+        """The definition stored in `record`, loaded once."""
+        cached = self.get(record.path, record.version)
+        if cached is not None and cached.hash == record.hash:
+            return cached
+        return self.put(record.path, record.version, load_definition(record.definition))
+
+
+@dataclass
+class Runtime:
+    """What every runtime service works with (see the module docstring)."""
+
+    settings: Settings
+    engine: AsyncEngine
+    uow: UnitOfWorkFactory
+    node_key: KeyPair
+    net: str
+    clock: Clock
+    trusted_signers: frozenset[str]
+    definitions: DefinitionCache = field(default_factory=DefinitionCache)
+    publishers: list[Publisher] = field(default_factory=list)
+    automation: list[AutomationHook] = field(default_factory=list)
+    #: Route `act` through one writer task that commits several events per transaction.
+    group_commit: bool = True
+    committer: Any = field(default=None, repr=False)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        create_schema: bool = True,
+        node_key: KeyPair | None = None,
+        engine: AsyncEngine | None = None,
+        register_node: bool = True,
+    ) -> Runtime:
+        """Connect, migrate (unless `create_schema=False`), load or create the node key,
+        read (or fix) the deployment's `net` id and register the node key as trusted.
+
+        `register_node=False` (read-only tools such as `verify`) neither writes the node
+        key's public key to the trusted list nor creates a missing key file: an ephemeral
+        key stands in.
+        """
+        own_engine = engine is None
+        engine = engine or create_engine(settings.database_url)
+        try:
+            if create_schema:
+                await init_schema(engine)
+            if node_key is not None:
+                key = node_key
+            elif register_node or default_node_key_path(settings).exists():
+                key = load_or_create_node_key(default_node_key_path(settings))
+            else:
+                key = generate_keypair()
+            factory = UnitOfWorkFactory.from_engine(engine)
+            net, trusted = await _deployment_facts(factory, key.public, register=register_node)
+        except BaseException:
+            if own_engine:
+                await engine.dispose()
+            raise
+        return cls(
+            settings=settings,
+            engine=engine,
+            uow=factory,
+            node_key=key,
+            net=net,
+            clock=clock or SystemClock(),
+            trusted_signers=trusted,
+        )
+
+    async def close(self) -> None:
+        """Stop the group-commit writer (if any) and release the database connections."""
+        if self.committer is not None:
+            await self.committer.close()
+            self.committer = None
+        await self.engine.dispose()
+
+    @property
+    def node_public(self) -> str:
+        """The node key's public key (the signer of server-attested events)."""
+        return self.node_key.public
+
+    async def refresh_trusted(self) -> frozenset[str]:
+        """Re-read the trusted server keys (other nodes may have registered theirs)."""
+        async with self.uow(readonly=True) as uow:
+            self.trusted_signers = frozenset(
+                _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY)) | {self.node_public}
+            )
+        return self.trusted_signers
+
+    async def publish(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Hand committed bus messages to every publisher; a failing publisher is logged
+        (the outbox relay republishes what was not marked published)."""
+        if not messages:
+            return
+        for publisher in list(self.publishers):
+            try:
+                await publisher(messages)
+            except Exception:  # a bus outage must never fail a committed event
+                log.exception("publisher failed; the outbox relay will retry")
+
+    async def run_automation(self, process_id: str, hook: str) -> None:
+        """Call the automation hooks for a process that entered a system state."""
+        for hook_fn in list(self.automation):
+            try:
+                await hook_fn(self, process_id, hook)
+            except Exception:
+                log.exception("automation of %s failed", process_id)
+
+    async def definition(
+        self, uow: UnitOfWork, path: str, version: int | None = None
+    ) -> Definition:
+        """The definition of `path` at `version` (latest when None; bootstraps built in).
+
+        Raises NOT_FOUND when the path (or that version) was never deployed, or when the
+        latest is requested and the workflow was removed.
+        """
+        if path.rsplit("/", 1)[-1] == "bootstrap":
+            return bootstrap_definition(path.rsplit("/", 1)[0])
+        if version is not None:
+            cached = self.definitions.get(path, version)
+            if cached is not None:
+                return cached
+        else:
+            current = await uow.workflows.get(path)
+            if current is None or current.removed:
+                raise DomainError(NOT_FOUND, f"workflow {path} is not deployed")
+            version = current.latest_version
+            cached = self.definitions.get(path, version)
+            if cached is not None:
+                return cached
+        record = await uow.workflows.version(path, version)
+        if record is None:
+            raise DomainError(NOT_FOUND, f"workflow {path} version {version} does not exist")
+        return self.definitions.from_record(record)
+
+
+def _parse_list(text: str | None) -> set[str]:
+    if not text:
+        return set()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return set()
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
+async def _deployment_facts(
+    factory: UnitOfWorkFactory, node_public: str, *, register: bool = True
+) -> tuple[str, frozenset[str]]:
+    """(`net`, trusted signers): fixes `net` on first use and records this node's key.
+
+    Two nodes starting at once on PostgreSQL may race on the trusted list: the loser of
+    the insert retries on the fresh value.
+    """
+    for attempt in range(5):
+        try:
+            async with factory() as uow:
+                net = await uow.meta.get_or_create(NET_KEY, uuid.uuid4().hex)
+                trusted = _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY))
+                if register and node_public not in trusted:
+                    trusted.add(node_public)
+                    await uow.meta.set(TRUSTED_SIGNERS_KEY, json.dumps(sorted(trusted)))
+                await uow.commit()
+            return net, frozenset(trusted | {node_public})
+        except IntegrityError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")

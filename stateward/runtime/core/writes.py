@@ -1,0 +1,332 @@
+"""Writing one evaluated event: event row, process row, effects and outbox rows.
+
+Everything here runs inside the caller's unit of work (one event = one transaction):
+the process row (inserted or conditionally updated on its seq), the hash-chained event
+row, the kernel operation's extra writes, every effect of the outcome (spawned children
+with their own server-attested `$start` events, timers, assignments, SLA columns) and,
+last, the outbox rows (§9 payloads, never the instance data).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from stateward.domain import events as ev
+from stateward.domain.errors import NOT_FOUND, DomainError
+from stateward.domain.model import (
+    CANCELLED,
+    COMPLETED,
+    LIVE_STATUSES,
+    SYSTEM_ACTOR,
+    Actor,
+    DomainEvent,
+    Outcome,
+)
+from stateward.governance.chain import GENESIS_PREV, event_hash
+from stateward.governance.envelope import build_envelope, parse_ts
+from stateward.governance.verification import sign_envelope
+from stateward.records import (
+    INSTANCE,
+    REGISTRY,
+    AssignmentRecord,
+    OutboxRecord,
+    ProcessRecord,
+    StoredEvent,
+)
+from stateward.runtime.core.kernel import START, ActContext, evaluate
+
+if TYPE_CHECKING:
+    from stateward.domain.model import SpawnEffect
+
+ASSIGNMENT_NAMESPACE = uuid.NAMESPACE_URL
+#: Engine events of a registry's own bootstrap process that are not published: the bus
+#: carries `workflow.deployed` and `registry.role.*` for registries instead.
+_REGISTRY_QUIET = frozenset({ev.WORKFLOW_STARTED, ev.WORKFLOW_UPDATED})
+
+
+@dataclass
+class Written:
+    """What one event wrote: its row, the process after it, children and outbox rows."""
+
+    event: StoredEvent
+    process: ProcessRecord
+    outcome: Outcome
+    children: list[ProcessRecord] = field(default_factory=list)
+    outbox: list[OutboxRecord] = field(default_factory=list)
+    hooks: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _dt(text: str | None) -> datetime | None:
+    return None if text is None else parse_ts(text)
+
+
+def assignment_id(identity: str) -> str:
+    """The id of the assignment an event opens (deterministic: replay gives the same)."""
+    return str(uuid.uuid5(ASSIGNMENT_NAMESPACE, f"stateward:assignment:{identity}"))
+
+
+def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> ProcessRecord:
+    """The process row after `outcome` (a new row for a `$start` or a new registry)."""
+    old = ctx.process
+    seq = 1 if old is None else old.seq + 1
+    entered = event_ts if old is None or outcome.state_changed else old.state_entered_at
+    sla = outcome.effects.sla
+    values: dict[str, Any] = {
+        "data": dict(outcome.data),
+        "state": outcome.state,
+        "status": outcome.status,
+        "seq": seq,
+        "state_entered_at": entered,
+        "last_event_at": ctx.now,
+        "updated_at": ctx.now,
+        "automation_chain": (old.automation_chain + 1 if old else 1)
+        if ctx.envelope.action.name == "$automate"
+        else 0,
+        "automation_at": _automation_at(ctx, outcome),
+    }
+    if sla is not None:
+        values.update(
+            sla_warn_at=_dt(sla.warn_at),
+            sla_due_at=_dt(sla.due_at),
+            sla_warned_at=None,
+            sla_breached_at=None,
+        )
+    if old is not None:
+        return replace(old, **values)
+    parent = ctx.input.get("parent") if ctx.envelope.action.name == START else None
+    return ProcessRecord(
+        id=ctx.envelope.process,
+        kind=ctx.kind,
+        namespace=ctx.namespace,
+        workflow=ctx.workflow,
+        workflow_version=ctx.version,
+        created_at=ctx.now,
+        parent_id=parent if isinstance(parent, str) else None,
+        started_by=ctx.actor.id,
+        **values,
+    )
+
+
+def _automation_at(ctx: ActContext, outcome: Outcome) -> datetime | None:
+    """When the automation of the state after this event was started (the recovery
+    sweep's watermark): now when the event enters a system state with a hook; kept by
+    other events that stay in that state (an SLA mark, staleness); cleared by `$automate`,
+    by leaving the state and by ending the process."""
+    if outcome.effects.run_hook is not None:
+        return ctx.now
+    old = ctx.process
+    if (
+        old is None
+        or outcome.state_changed
+        or outcome.status not in LIVE_STATUSES
+        or ctx.envelope.action.name == "$automate"
+    ):
+        return None
+    return old.automation_at
+
+
+async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
+    """Write the event of `ctx` with its `outcome` and every consequence (no commit)."""
+    uow, envelope = ctx.uow, ctx.envelope
+    event_ts = envelope.timestamp
+    prev = ctx.process.head_hash if ctx.process and ctx.process.head_hash else GENESIS_PREV
+    canonical = envelope.canonical()
+    digest = event_hash(prev, canonical, ctx.signed.signature)
+    record = replace(next_process(ctx, outcome, event_ts), head_hash=digest)
+    if ctx.process is None:
+        await uow.processes.add(record)
+    else:
+        await uow.processes.update(record, expected_seq=ctx.process.seq)
+    stored = await uow.events.append(
+        StoredEvent(
+            process_id=record.id,
+            seq=record.seq,
+            identity=ctx.identity,
+            action=ctx.stored_action or envelope.action.name,
+            workflow=envelope.action.workflow,
+            actor=envelope.actor,
+            signer=ctx.signed.signer,
+            ts=event_ts,
+            nonce=envelope.nonce,
+            input=envelope.action.input,
+            envelope=canonical.decode("utf-8"),
+            signature=ctx.signed.signature,
+            hash=digest,
+            prev_hash=prev,
+        ),
+        recorded_at=ctx.now,
+    )
+    for write in ctx.after_event:
+        await write(stored)
+    written = Written(event=stored, process=record, outcome=outcome)
+    assignment_ids = await _effects(ctx, outcome, record, written)
+    written.outbox.extend(await _outbox(ctx, outcome, record, assignment_ids))
+    return written
+
+
+async def _effects(
+    ctx: ActContext, outcome: Outcome, record: ProcessRecord, written: Written
+) -> dict[str, list[str]]:
+    """Timers, assignments, spawned children; returns assignment ids by event type."""
+    uow, effects, pid = ctx.uow, outcome.effects, record.id
+    ids: dict[str, list[str]] = {}
+    for u in effects.unschedules:
+        await uow.schedules.cancel(pid, key=u.key, action=u.action)
+    if outcome.status in (COMPLETED, CANCELLED):
+        await uow.schedules.cancel(pid)
+    for s in effects.schedules:
+        await uow.schedules.add(
+            pid, s.action, parse_ts(s.due_at), ctx.now, key=s.key, created_seq=record.seq
+        )
+    if effects.cancel_assignments or outcome.status == CANCELLED:
+        closed = await uow.assignments.cancel_open_for_process(pid, ctx.now)
+        ids[ev.ASSIGNMENT_CANCELLED] = [a.id for a in closed]
+    if effects.open_assignment is not None:
+        aid = assignment_id(ctx.identity)
+        await uow.assignments.open(
+            AssignmentRecord(
+                id=aid,
+                process_id=pid,
+                state=outcome.state,
+                team=effects.open_assignment,
+                status="unassigned",
+                entered_seq=record.seq,
+                created_at=ctx.now,
+            )
+        )
+        ids[ev.WORKFLOW_ASSIGNED] = [aid]
+    if effects.run_hook is not None:
+        written.hooks.append((pid, effects.run_hook))
+    for spawn in effects.spawns:
+        written.children.append(await _spawn(ctx, record, spawn, written))
+    return ids
+
+
+async def _spawn(
+    ctx: ActContext, parent: ProcessRecord, spawn: SpawnEffect, written: Written
+) -> ProcessRecord:
+    """Start a child with its own `$start` event, attested by the node key, linked to
+    its parent (`parent_id`; the parent's data lists it under `as` via the engine)."""
+    runtime, uow = ctx.runtime, ctx.uow
+    try:
+        definition = await runtime.definition(uow, spawn.workflow)
+    except DomainError as exc:
+        raise DomainError(NOT_FOUND, f"spawn target {spawn.workflow} is not deployed") from exc
+    version = (await uow.workflows.get(spawn.workflow)).latest_version  # type: ignore[union-attr]
+    start_input: dict[str, Any] = {"data": dict(spawn.data), "parent": parent.id}
+    if spawn.state is not None:
+        start_input["state"] = spawn.state
+    envelope = build_envelope(
+        runtime.net,
+        spawn.child_id,
+        START,
+        spawn.workflow,
+        start_input,
+        SYSTEM_ACTOR,
+        ctx.envelope.ts,
+    )
+    signed = sign_envelope(envelope, runtime.node_key)
+    system = Actor(id=SYSTEM_ACTOR)
+    identity = envelope.identity()
+    outcome = evaluate(
+        definition,
+        None,
+        name=START,
+        input=start_input,
+        actor=system,
+        ts=envelope.ts,
+        event_id=identity,
+        process_id=spawn.child_id,
+    )
+    child_ctx = ActContext(
+        runtime=runtime,
+        uow=uow,
+        signed=signed,
+        identity=identity,
+        now=ctx.now,
+        actor=system,
+        definition=definition,
+        process=None,
+        kind=INSTANCE,
+        namespace=definition.namespace,
+        workflow=spawn.workflow,
+        version=version,
+    )
+    child = await write_event(child_ctx, outcome)
+    written.children.extend(child.children)
+    written.outbox.extend(child.outbox)
+    written.hooks.extend(child.hooks)
+    return child.process
+
+
+def payload(
+    event: DomainEvent,
+    *,
+    at: str,
+    namespace: str,
+    workflow: str,
+    version: int | None,
+    instance_id: str,
+    actor: str,
+    action: str,
+    assignment_id: str | None = None,
+) -> dict[str, Any]:
+    """The §9 bus payload of a domain event (without `id`, which the outbox row gives)."""
+    return {
+        ev.F_TYPE: event.type,
+        ev.F_AT: at,
+        ev.F_NAMESPACE: namespace,
+        ev.F_WORKFLOW: workflow,
+        ev.F_VERSION: version,
+        ev.F_INSTANCE_ID: instance_id,
+        ev.F_ACTOR: actor,
+        ev.F_ACTION: action,
+        ev.F_FROM_STATE: event.from_state,
+        ev.F_TO_STATE: event.to_state,
+        ev.F_ASSIGNMENT_ID: assignment_id or event.details.get(ev.D_ASSIGNMENT),
+        ev.F_TEAM: event.team,
+        ev.F_DETAILS: dict(event.details),
+    }
+
+
+async def _outbox(
+    ctx: ActContext,
+    outcome: Outcome,
+    record: ProcessRecord,
+    assignment_ids: dict[str, list[str]],
+) -> list[OutboxRecord]:
+    """One outbox row per domain event of the outcome (the last writes of the event)."""
+    rows = []
+    for event in outcome.events:
+        if record.kind == REGISTRY and event.type in _REGISTRY_QUIET:
+            continue
+        ids = assignment_ids.get(event.type) or []
+        body = payload(
+            event,
+            at=ctx.envelope.ts,
+            namespace=record.namespace,
+            workflow=record.workflow,
+            version=record.workflow_version,
+            instance_id=record.id,
+            actor=ctx.envelope.actor,
+            action=ctx.stored_action or ctx.envelope.action.name,
+            assignment_id=ids[0] if ids else None,
+        )
+        if len(ids) > 1:
+            body[ev.F_DETAILS] = {**body[ev.F_DETAILS], "assignments": ids}
+        body.update(ctx.payload_overrides.get(event.type, {}))
+        rows.append(
+            await ctx.uow.outbox.append(
+                event.type,
+                body,
+                ctx.now,
+                namespace=body[ev.F_NAMESPACE],
+                workflow=body[ev.F_WORKFLOW],
+                instance_id=record.id,
+                team=event.team,
+            )
+        )
+    return rows

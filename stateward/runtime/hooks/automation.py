@@ -1,0 +1,213 @@
+"""Automated states (DESIGN §5, §7): run a `system` state's hook, record it, advance.
+
+When an event enters a `system` state with a hook, the core calls the runtime's
+automation hooks after commit; `install` adds ours. `automate` loads the instance and the
+hook's module (deployed with `add_module`), runs `def fn(ctx)` in the Starlark sandbox
+with ctx `{instance_id, workflow, state, data, input}`, then appends ONE `$automate`
+system event whose input records the module (namespace, name, version, hash) and the
+hook's result — so `verify` replays it without running Starlark. The engine merges the
+result like `$merge` and advances (`$action` routing). A hook that fails or times out,
+a result that cannot be recorded, or an 11th consecutive automated event (cycle guard,
+counted by the core in `automation_chain`) gives an `$automate` event that puts the
+process in status `error` with the reason. The event that entered the state stands.
+
+Recovery (`recover`, run by the ticker): the automation starts after the commit, so a node
+that dies in between leaves the instance waiting. The entering event stamps
+`automation_at`; `$automate` (or leaving the state) clears it. Instances stamped longer
+than `recovery_grace` ago are found by a range scan of a pending-only partial index,
+claimed by a conditional update (the stamp moves to now: one node per grace period runs
+the hook) and handed to the installed automation again. `op_automate` re-checks state and
+seq inside the event's transaction, so a late original run and a recovery run never both
+record: the second is `not_due` and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from stateward.domain.errors import DomainError
+from stateward.domain.lifecycle import MAX_AUTOMATION_CHAIN
+from stateward.domain.model import LIVE_STATUSES, Outcome
+from stateward.persistence import UnitOfWork
+from stateward.persistence.kernel import AutomationCandidate
+from stateward.records import INSTANCE
+from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.ops_support import (
+    drain,
+    input_str,
+    is_not_due,
+    kernel_repo,
+    not_due,
+    require_instance,
+    require_system,
+    system_act,
+)
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.hooks.runner import HookModule, HookRef, HookRunner, parse_hook_ref
+from stateward.settings import Settings
+
+log = logging.getLogger(__name__)
+
+AUTOMATE = "$automate"
+HOOK_UNAVAILABLE = "HOOK_NOT_FOUND"
+#: The shortest wait (seconds) before the recovery sweep re-runs a system state's hook.
+RECOVERY_FLOOR = 5.0
+BATCH = 100
+
+
+async def op_automate(ctx: ActContext) -> Outcome:
+    """`$automate {hook, after, module?, result | error}` (system): the recorded run of
+    the current system state's hook, applied by the engine (merge + advance, or error)."""
+    require_system(ctx)
+    process = require_instance(ctx)
+    hook = input_str(ctx, "hook")
+    state = ctx.definition.states.get(process.state)
+    after = ctx.input.get("after")
+    if (
+        process.status not in LIVE_STATUSES
+        or state is None
+        or state.audience != "system"
+        or state.hook != hook
+        or (isinstance(after, int) and after != process.seq)
+    ):
+        raise not_due(f"{process.id} is not waiting for hook {hook} (seq {process.seq})")
+    return apply_engine(ctx)
+
+
+register(AUTOMATE, op_automate)
+
+
+def install(runtime: Runtime, runner: HookRunner) -> Callable[[Runtime, str, str], Awaitable[None]]:
+    """Make `runtime` run system-state hooks with `runner` after each commit that enters
+    such a state; returns the installed hook (remove it from `runtime.automation` to stop)."""
+
+    async def run(rt: Runtime, process_id: str, hook: str) -> None:
+        await automate(rt, runner, process_id, hook)
+
+    runtime.automation.append(run)
+    return run
+
+
+async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: str) -> bool:
+    """Run `hook` for the instance waiting in its system state and append the `$automate`
+    event; False when the instance is not (or no longer) waiting for it."""
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.get(process_id)
+        if process is None or process.kind != INSTANCE or process.status not in LIVE_STATUSES:
+            return False
+        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+        state = definition.states.get(process.state)
+        if state is None or state.audience != "system" or state.hook != hook:
+            return False
+        last = await uow.events.get(process.id, process.seq)
+        ref = parse_hook_ref(hook)
+        module = None
+        if isinstance(ref, HookRef):
+            module = await uow.modules.get(ref.namespace or process.namespace, ref.module)
+    input: dict[str, Any] = {"hook": hook, "after": process.seq}
+    if process.automation_chain >= MAX_AUTOMATION_CHAIN:
+        input["guard"] = True  # the engine refuses the 11th automated event: no run
+    elif module is None or not isinstance(ref, HookRef):
+        input.update(error=f"{HOOK_UNAVAILABLE}: module of hook {hook} is not deployed",
+                     code=HOOK_UNAVAILABLE)  # fmt: skip
+    else:
+        input["module"] = {
+            "namespace": module.namespace, "name": module.name, "version": module.version,
+            "hash": module.hash,
+        }  # fmt: skip
+        ctx = {
+            "instance_id": process.id,
+            "workflow": process.workflow,
+            "state": process.state,
+            "data": dict(process.data),
+            "input": dict(last.input) if last is not None and isinstance(last.input, dict) else {},
+        }
+        result = await runner.run(
+            HookModule(module.namespace, module.name, module.source),
+            ref.function,
+            ctx,
+            runtime.settings.hook_timeout_ms,
+        )
+        if result.ok:
+            input["result"] = result.value
+        else:
+            input.update(error=f"{result.error_code}: {result.error}", code=result.error_code)
+    return await _record(runtime, process.id, process.workflow, input)
+
+
+async def _record(runtime: Runtime, process_id: str, workflow: str, input: dict[str, Any]) -> bool:
+    """Append the `$automate` event; a result the log cannot hold becomes an error."""
+    try:
+        await system_act(runtime, process_id, workflow, AUTOMATE, input)
+        return True
+    except DomainError as error:
+        if is_not_due(error):
+            return False
+        if "result" not in input:
+            log.warning("automation of %s not recorded: %s %s", process_id, error.code,
+                        error.message)  # fmt: skip
+            return False
+        failed = {k: v for k, v in input.items() if k != "result"}
+        failed.update(error=f"HOOK_BAD_RESULT: {error.message}", code="HOOK_BAD_RESULT")
+        return await _record(runtime, process_id, workflow, failed)
+
+
+def recovery_grace(settings: Settings) -> float:
+    """Seconds a system state's automation may stay unrecorded before the sweep re-runs
+    it: max(5 s, 2 x hook timeout), well past the normal run of a hook that ends in time."""
+    return max(RECOVERY_FLOOR, 2 * settings.hook_timeout_ms / 1000)
+
+
+async def recover(
+    runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH
+) -> list[str]:
+    """Re-run the automation of every live instance waiting in a system state since
+    before `now - recovery_grace` without its `$automate` event (lost to a crash); returns
+    the ids THIS call claimed. Does nothing on a node with no automation installed."""
+    if not runtime.automation:
+        return []
+    now = now or runtime.clock.now()
+    cutoff = now - timedelta(seconds=recovery_grace(runtime.settings))
+    resumed: list[str] = []
+
+    async def fetch(limit: int) -> list[tuple[AutomationCandidate, str | None]]:
+        async with runtime.uow(readonly=True) as uow:
+            due = await kernel_repo(uow).pending_automation(cutoff, limit)
+            hooks = {c.process_id: await _hook_of(runtime, uow, c) for c in due}
+        return [(c, hooks[c.process_id]) for c in due]
+
+    async def handle(item: tuple[AutomationCandidate, str | None]) -> bool:
+        candidate, hook = item
+        if not await _claim(runtime, candidate, cutoff, now if hook else None) or not hook:
+            return False
+        await runtime.run_automation(candidate.process_id, hook)
+        resumed.append(candidate.process_id)
+        return True
+
+    await drain(fetch, lambda item: item[0].process_id, handle, batch)
+    return resumed
+
+
+async def _hook_of(runtime: Runtime, uow: UnitOfWork, c: AutomationCandidate) -> str | None:
+    """The hook of the candidate's current state when it is a system state with one."""
+    try:
+        definition = await runtime.definition(uow, c.workflow, c.workflow_version)
+    except DomainError:
+        return None
+    state = definition.states.get(c.state)
+    if state is None or state.audience != "system":
+        return None
+    return state.hook
+
+
+async def _claim(
+    runtime: Runtime, c: AutomationCandidate, cutoff: datetime, at: datetime | None
+) -> bool:
+    """Claim a candidate for this node (stamp `at`), or clear a stale stamp (`at=None`)."""
+    async with runtime.uow() as uow:
+        won = await kernel_repo(uow).claim_automation(c.process_id, c.seq, cutoff, at)
+        await uow.commit()
+    return won

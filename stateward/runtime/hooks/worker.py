@@ -1,0 +1,307 @@
+"""Sandboxed Starlark hook worker: one subprocess, JSON lines on stdin/stdout.
+
+Run by `stateward.runtime.hooks.runner.HookRunner` as `python -I <this file> --memory-mb N`.
+It imports only the standard library and `starlark`, never the `stateward` package, so it
+starts fast and nothing of the server is reachable from it. The process caps its own address space
+(RLIMIT_AS): a hook that allocates too much makes the Rust allocator abort this process
+only; the runner sees the death and starts a new worker.
+
+Protocol (one JSON object per line, one request in flight at a time):
+  -> {"id", "op": "call", "hash", "name", "source"?, "function", "ctx", "timeout_ms"}
+  -> {"id", "op": "inspect", "hash", "name", "source"?, "timeout_ms"}
+  <- {"id", "ok": true, "value": {...}} | {"id", "ok": true, "functions": [...]}
+  <- {"id", "ok": false, "error_code", "error", "retire"?: true}
+  <- {"id", "need_source": true}   (the module is not cached here; resend with "source")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import sys
+import time
+from collections import OrderedDict
+from typing import Any, BinaryIO
+
+import starlark as sl
+
+# Stable failure codes; the same strings as in `stateward.runtime.hooks.module`.
+HOOK_TIMEOUT = "HOOK_TIMEOUT"
+HOOK_FAILED = "HOOK_FAILED"
+HOOK_BAD_RESULT = "HOOK_BAD_RESULT"
+HOOK_MEMORY = "HOOK_MEMORY"
+HOOK_NOT_FOUND = "HOOK_NOT_FOUND"
+INVALID_MODULE = "INVALID_MODULE"
+
+MAX_CACHED_MODULES = 128
+MAX_CALLSTACK = 200
+MAX_SAFE_INT = 2**53
+PUBLIC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_MEMORY_PANIC = re.compile(r"memory|size|alloc|capacity", re.I)
+
+# Runs inside Starlark, after the hook, under the same deadline: walks the result without
+# recursion (Starlark has none) and rejects what JSON cannot carry. Done on the Starlark
+# side because converting to Python silently turns NaN/inf into None.
+_WRAPPER = """
+load("hook", _fn = "{function}")
+
+def _check(r):
+    if type(r) != "dict":
+        return "hook returned " + type(r) + ", expected dict"
+    stack = [("", r)]
+    for _ in range({max_nodes}):
+        if not stack:
+            return None
+        path, v = stack.pop()
+        t = type(v)
+        if t == "dict":
+            for k, x in v.items():
+                if type(k) != "string":
+                    return "non-string key " + repr(k) + " at '" + path + "/'"
+                stack.append((path + "/" + k, x))
+        elif t == "list" or t == "tuple":
+            for i, x in enumerate(v):
+                stack.append((path + "/" + str(i), x))
+        elif t == "float":
+            s = str(v)
+            if "nan" in s or "inf" in s:
+                return "non-finite number " + s + " at '" + path + "'"
+        elif t not in ("string", "int", "bool", "NoneType"):
+            return "value of type " + t + " at '" + path + "' is not JSON"
+    return "result has more than {max_nodes} values (or contains itself)"
+
+def is_function():
+    return type(_fn) == "function"
+
+def run(ctx):
+    r = _fn(ctx)
+    problem = _check(r)
+    return [problem, r if problem == None else None]
+"""
+MAX_RESULT_NODES = 200_000
+
+
+class HookFault(Exception):
+    """A failure of the hook (not of the worker), reported to the runner with a stable code."""
+
+    def __init__(self, code: str, message: str, retire: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retire = retire
+
+
+def dialect() -> sl.Dialect:
+    """Standard Starlark without `load` (hooks cannot reach other files)."""
+    d = sl.Dialect.standard()
+    d.enable_load = False
+    return d
+
+
+def summarize(error: BaseException) -> str:
+    """The `error:` line of a Starlark traceback plus its location, without the code excerpt."""
+    text = str(error)
+    lines = text.splitlines()
+    errors = [i for i, line in enumerate(lines) if line.startswith("error:")]
+    if not errors:
+        return " ".join(text.split())[:500] or type(error).__name__
+    i = errors[-1]
+    where = next(
+        (ln.strip()[4:] for ln in lines[i + 1 : i + 3] if ln.strip().startswith("-->")), ""
+    )
+    message = lines[i][len("error:") :].strip()
+    return f"{message} ({where})" if where else message
+
+
+class Sandbox:
+    """Compiles modules once (cached by hash) and calls their functions under a deadline."""
+
+    def __init__(self) -> None:
+        self.globals = sl.Globals.standard()
+        self.dialect = dialect()
+        self.modules: OrderedDict[str, tuple[sl.FrozenModule, dict[str, sl.FrozenModule]]] = (
+            OrderedDict()
+        )
+        self.deadline = 0.0
+        self.cancelled = False
+        self.options = sl.EvalOptions(
+            check_cancelled=self._check_cancelled, max_callstack_size=MAX_CALLSTACK
+        )
+
+    def _check_cancelled(self) -> bool:
+        if time.monotonic() > self.deadline:
+            self.cancelled = True
+        return self.cancelled
+
+    def _guard(self, action: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except sl.StarlarkError as e:
+            if self.cancelled:
+                raise HookFault(HOOK_TIMEOUT, f"{action} exceeded its time limit") from None
+            raise HookFault(HOOK_FAILED, f"{action} failed: {summarize(e)}") from None
+        except MemoryError:
+            raise HookFault(HOOK_MEMORY, f"{action} ran out of memory", retire=True) from None
+        except BaseException as e:  # pyo3 PanicException derives from BaseException
+            if isinstance(e, KeyboardInterrupt | SystemExit):
+                raise
+            text = str(e)
+            code = (
+                HOOK_MEMORY if re.search(r"memory|size|alloc|capacity", text, re.I) else HOOK_FAILED
+            )
+            raise HookFault(
+                code, f"{action} crashed the interpreter: {text}", retire=True
+            ) from None
+
+    def module(self, req: dict[str, Any]) -> sl.FrozenModule | None:
+        """The frozen module for the request's hash, compiling `source` when given."""
+        digest = req["hash"]
+        if digest in self.modules:
+            self.modules.move_to_end(digest)
+            return self.modules[digest][0]
+        source = req.get("source")
+        if source is None:
+            return None
+        filename = f"{req.get('name') or 'hook'}.star"
+        try:
+            ast = sl.parse(filename, source, self.dialect)
+        except sl.StarlarkError as e:
+            raise HookFault(INVALID_MODULE, f"module does not parse: {summarize(e)}") from None
+        mod = sl.Module()
+        self._guard(
+            "loading the module", lambda: sl.eval_with(self.options, mod, ast, self.globals)
+        )
+        frozen = mod.freeze()
+        self.modules[digest] = (frozen, {})
+        while len(self.modules) > MAX_CACHED_MODULES:
+            self.modules.popitem(last=False)
+        return frozen
+
+    def wrapper(self, digest: str, function: str) -> sl.FrozenModule:
+        """A small module that loads `function` from the hook and checks its result."""
+        frozen, wrappers = self.modules[digest]
+        if function in wrappers:
+            return wrappers[function]
+        if not PUBLIC_NAME.fullmatch(function):
+            raise HookFault(HOOK_NOT_FOUND, f"no public function {function!r} in the module")
+        src = _WRAPPER.format(function=function, max_nodes=MAX_RESULT_NODES)
+        mod = sl.Module()
+        try:
+            sl.eval(mod, sl.parse("wrapper.star", src, sl.Dialect.standard()), self.globals,
+                    sl.FileLoader(lambda _name: frozen))  # fmt: skip
+        except sl.StarlarkError:
+            raise HookFault(HOOK_NOT_FOUND, f"no function {function!r} in the module") from None
+        w = mod.freeze()
+        if not w.call("is_function"):
+            raise HookFault(HOOK_NOT_FOUND, f"{function!r} is not a function")
+        wrappers[function] = w
+        return w
+
+    def start(self, timeout_ms: int) -> None:
+        """Arm the deadline for one request (module loading and the call share it)."""
+        self.cancelled = False
+        self.deadline = time.monotonic() + max(1, int(timeout_ms)) / 1000.0
+
+    def call(self, req: dict[str, Any], max_result_bytes: int) -> dict[str, Any] | None:
+        """Run one hook call; None means the module must be sent with its source."""
+        self.start(req.get("timeout_ms", 1000))
+        if self.module(req) is None:
+            return None
+        w = self.wrapper(req["hash"], req["function"])
+        problem, value = self._guard(
+            "the hook", lambda: w.call_with(self.options, "run", req["ctx"]).value
+        )
+        if problem is not None:
+            raise HookFault(HOOK_BAD_RESULT, problem)
+        check_json(value)
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+        if size > max_result_bytes:
+            raise HookFault(HOOK_BAD_RESULT, f"result is {size} bytes (limit {max_result_bytes})")
+        return value  # type: ignore[no-any-return]
+
+    def inspect(self, req: dict[str, Any]) -> list[str] | None:
+        """Load the module and list its public top-level functions (None: source needed)."""
+        self.start(req.get("timeout_ms", 1000))
+        if self.module(req) is None:
+            return None
+        frozen = self.modules[req["hash"]][0]
+        names = sorted(set(PUBLIC_NAME.findall(req.get("source") or "")))
+        found: list[str] = []
+        for name in names:
+            src = f'load("hook", _x = "{name}")\ndef t():\n    return type(_x)\n'
+            try:
+                m = sl.Module()
+                sl.eval(m, sl.parse("probe.star", src, sl.Dialect.standard()), self.globals,
+                        sl.FileLoader(lambda _n: frozen))  # fmt: skip
+                if m.freeze().call("t") == "function":
+                    found.append(name)
+            except sl.StarlarkError:
+                continue
+        return found
+
+
+def check_json(value: Any) -> None:
+    """Reject integers JSON peers cannot represent exactly (beyond ±2^53)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_SAFE_INT:
+            raise HookFault(HOOK_BAD_RESULT, f"integer {v} is beyond ±2^53")
+
+
+def serve(inp: BinaryIO, out: BinaryIO, max_result_bytes: int) -> None:
+    """Answer requests until stdin closes; retire (exit) after an interpreter crash."""
+    sandbox = Sandbox()
+    for line in inp:
+        req = json.loads(line)
+        reply: dict[str, Any] = {"id": req.get("id")}
+        retire = False
+        try:
+            if req.get("op") == "inspect":
+                functions = sandbox.inspect(req)
+                result: Any = functions
+                reply.update(ok=True, functions=functions)
+            else:
+                result = sandbox.call(req, max_result_bytes)
+                reply.update(ok=True, value=result)
+            if result is None:
+                reply = {"id": req.get("id"), "need_source": True}
+        except HookFault as f:
+            retire = f.retire
+            reply.update(ok=False, error_code=f.code, error=f.message, retire=retire)
+        out.write(json.dumps(reply, ensure_ascii=False, allow_nan=False).encode() + b"\n")
+        out.flush()
+        if retire:
+            return
+
+
+def limit_resources(memory_mb: int) -> None:
+    """Cap the address space, forbid writing files and core dumps."""
+    limit = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: `hook_worker.py [--memory-mb N] [--max-result-bytes N]`."""
+    args = dict(zip(argv[::2], argv[1::2], strict=False))
+    memory_mb = int(args.get("--memory-mb", "512"))
+    max_result_bytes = int(args.get("--max-result-bytes", str(1024 * 1024)))
+    # The protocol owns the real stdout; anything else printing lands on stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    if memory_mb > 0:
+        limit_resources(memory_mb)
+    serve(sys.stdin.buffer, out, max_result_bytes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,335 @@
+"""`verify`: re-check every signature and hash chain, and replay every log (DESIGN §6).
+
+Per process: the stored envelope text must be canonical and agree with the event's
+columns; each signature must verify (signer = actor or a trusted server key, key not
+revoked when the event was recorded); `seq`/`prev_hash`/`hash` must chain; replaying the
+events through the engine must reproduce the stored data, state and status (and, for a
+registry, its materialized rows: role grants, workflow versions and hashes, modules).
+Every finding names its process and seq; nothing stops at the first one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stateward.domain.bootstrap import bootstrap_definition
+from stateward.domain.canonical import canonical_bytes, loads_strict, sha256_hex
+from stateward.domain.errors import DomainError
+from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
+from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
+from stateward.governance.chain import GENESIS_PREV, ChainLink, verify_chain
+from stateward.governance.envelope import Envelope, SignedEnvelope, parse_ts
+from stateward.governance.keys import is_public_key
+from stateward.governance.verification import verify_envelope
+from stateward.persistence import UnitOfWork
+from stateward.records import REGISTRY, KeyStatusRecord, ProcessRecord, StoredEvent
+from stateward.runtime.core.kernel import evaluate, replay_name
+from stateward.runtime.core.services import Runtime
+
+ENVELOPE_MISMATCH = "ENVELOPE_MISMATCH"
+BAD_SIGNATURE = "BAD_SIGNATURE"
+REPLAY_FAILED = "REPLAY_FAILED"
+STATE_MISMATCH = "STATE_MISMATCH"
+STATUS_MISMATCH = "STATUS_MISMATCH"
+DATA_MISMATCH = "DATA_MISMATCH"
+HEAD_MISMATCH = "HEAD_MISMATCH"
+GRANTS_MISMATCH = "GRANTS_MISMATCH"
+WORKFLOW_MISMATCH = "WORKFLOW_MISMATCH"
+MODULE_MISMATCH = "MODULE_MISMATCH"
+NOT_FOUND = "NOT_FOUND"
+
+
+@dataclass(frozen=True)
+class VerificationProblem:
+    """One finding: which process, which event (seq; 0 = the process as a whole), what."""
+
+    process: str
+    seq: int
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """`{process, seq, code, message}`."""
+        return {
+            "process": self.process,
+            "seq": self.seq,
+            "code": self.code,
+            "message": self.message,
+        }
+
+    def line(self) -> str:
+        """`process seq CODE message` (the CLI's output format)."""
+        return f"{self.process} {self.seq} {self.code} {self.message}"
+
+
+@dataclass
+class VerificationReport:
+    """The result of `verify`: valid when no problem was found."""
+
+    events_checked: int = 0
+    processes_checked: int = 0
+    problems: list[VerificationProblem] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+async def verify(runtime: Runtime, process_id: str | None = None) -> VerificationReport:
+    """Verify one process, or every process (registries first, oldest first)."""
+    report = VerificationReport()
+    trusted = await runtime.refresh_trusted()
+    async with runtime.uow(readonly=True) as uow:
+        ids = [process_id] if process_id is not None else await uow.processes.all_ids()
+        for pid in ids:
+            record = await uow.processes.get(pid)
+            if record is None:
+                report.problems.append(VerificationProblem(pid, 0, NOT_FOUND, "no such process"))
+                continue
+            checker = _ProcessCheck(runtime, uow, record, trusted, report)
+            await checker.run()
+            report.processes_checked += 1
+    return report
+
+
+class _ProcessCheck:
+    """Verification of one process's log (see the module docstring)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        uow: UnitOfWork,
+        record: ProcessRecord,
+        trusted: frozenset[str],
+        report: VerificationReport,
+    ) -> None:
+        self.runtime, self.uow, self.record = runtime, uow, record
+        self.trusted, self.report = trusted, report
+
+    def problem(self, seq: int, code: str, message: str) -> None:
+        self.report.problems.append(VerificationProblem(self.record.id, seq, code, message))
+
+    async def run(self) -> None:
+        events = await self.uow.events.for_process(self.record.id)
+        self.report.events_checked += len(events)
+        for p in verify_chain(
+            ChainLink(
+                e.process_id,
+                e.seq,
+                e.prev_hash or GENESIS_PREV,
+                e.hash,
+                e.envelope.encode("utf-8"),
+                e.signature,
+            )
+            for e in events
+        ):
+            self.problem(p.seq, p.code, p.message)
+        keys = {k for e in events for k in (e.actor, e.signer) if is_public_key(k)}
+        statuses = await self.uow.keys.statuses(keys)
+        envelopes = [self._envelope(e, statuses) for e in events]
+        definition = await self._definition()
+        if definition is None:
+            return
+        replayed = self._replay(definition, events, envelopes)
+        if replayed is not None:
+            self._compare(replayed, events)
+        if self.record.kind == REGISTRY:
+            await self._registry_rows()
+
+    def _envelope(
+        self, event: StoredEvent, statuses: dict[str, KeyStatusRecord]
+    ) -> Envelope | None:
+        """Parse and check one stored envelope; None (with problems) when unusable."""
+        try:
+            envelope = Envelope.from_json(loads_strict(event.envelope))
+        except DomainError as exc:
+            self.problem(event.seq, ENVELOPE_MISMATCH, f"stored envelope is unreadable: {exc}")
+            return None
+        if envelope.canonical() != event.envelope.encode("utf-8"):
+            self.problem(event.seq, ENVELOPE_MISMATCH, "stored envelope is not canonical JSON")
+        columns = {
+            "process_id": (event.process_id, envelope.process),
+            "workflow": (event.workflow, envelope.action.workflow),
+            "actor": (event.actor, envelope.actor),
+            "nonce": (event.nonce, envelope.nonce),
+            "ts": (event.ts, parse_ts(envelope.ts)),
+            "identity": (event.identity, envelope.identity()),
+            "input": (_canon(event.input), _canon(envelope.action.input)),
+        }
+        if envelope.action.name != "$advance" and event.action != envelope.action.name:
+            columns["action"] = (event.action, envelope.action.name)
+        for column, (stored, signed) in columns.items():
+            if stored != signed:
+                self.problem(
+                    event.seq,
+                    ENVELOPE_MISMATCH,
+                    f"column {column} differs from the signed envelope",
+                )
+        signed_env = SignedEnvelope(envelope, event.signer, event.signature)
+        try:
+            verify_envelope(
+                signed_env,
+                net=self.runtime.net,
+                now=None,
+                trusted_signers=self.trusted,
+                revoked=_revoked_after(statuses, event),
+            )
+        except DomainError as exc:
+            self.problem(event.seq, BAD_SIGNATURE, exc.message)
+        return envelope
+
+    async def _definition(self) -> Definition | None:
+        record = self.record
+        try:
+            if record.kind == REGISTRY:
+                return bootstrap_definition(record.namespace)
+            version = await self.uow.workflows.version(record.workflow, record.workflow_version)
+            if version is None:
+                raise DomainError(NOT_FOUND, f"{record.workflow} v{record.workflow_version}")
+            if sha256_hex(canonical_bytes(json.loads(version.definition))) != version.hash:
+                self.problem(
+                    0,
+                    WORKFLOW_MISMATCH,
+                    f"{record.workflow} v{version.version}: definition differs from its hash",
+                )
+            return self.runtime.definitions.from_record(version)
+        except DomainError as exc:
+            self.problem(0, NOT_FOUND, f"pinned definition unavailable: {exc.message}")
+            return None
+
+    def _replay(
+        self, definition: Definition, events: list[StoredEvent], envelopes: list[Envelope | None]
+    ) -> ProcessSnapshot | None:
+        """Replay the log through the engine; the snapshot after the last event."""
+        record, snapshot = self.record, None
+        for event, envelope in zip(events, envelopes, strict=True):
+            if envelope is None:
+                return None
+            actor = Actor(id=envelope.actor, visitor=envelope.actor.startswith("visitor:"))
+            name = replay_name(envelope.action.name, event.action)
+            try:
+                outcome = evaluate(
+                    definition,
+                    snapshot,
+                    name=name,
+                    input=envelope.action.input,
+                    actor=actor,
+                    ts=envelope.ts,
+                    event_id=envelope.identity(),
+                    process_id=envelope.process,
+                    authorize=False,
+                )
+            except DomainError as exc:
+                self.problem(event.seq, REPLAY_FAILED, f"{exc.code}: {exc.message}")
+                return None
+            snapshot = _after(record, snapshot, outcome, envelope)
+        return snapshot
+
+    def _compare(self, replayed: ProcessSnapshot, events: list[StoredEvent]) -> None:
+        record = self.record
+        last = events[-1] if events else None
+        seq = last.seq if last else 0
+        if replayed.state != record.state:
+            self.problem(
+                seq,
+                STATE_MISMATCH,
+                f"stored state {record.state!r}, replay gives {replayed.state!r}",
+            )
+        if replayed.status != record.status:
+            self.problem(
+                seq,
+                STATUS_MISMATCH,
+                f"stored status {record.status!r}, replay gives {replayed.status!r}",
+            )
+        if _canon(replayed.data) != _canon(record.data):
+            self.problem(seq, DATA_MISMATCH, "stored data differs from the replayed data")
+        if last is not None and (record.seq != last.seq or record.head_hash != last.hash):
+            self.problem(seq, HEAD_MISMATCH, "process seq/head hash differ from its last event")
+
+    async def _registry_rows(self) -> None:
+        """Materialized rows of a registry against its (verified) data."""
+        ns, data, uow = self.record.namespace, self.record.data, self.uow
+        system = await uow.processes.get(registry_id(SYSTEM_NAMESPACE))
+        moved = _rotation_map(system.data if system else {})
+        expected = {
+            (moved(member), role)
+            for member, roles in (data.get("members") or {}).items()
+            for role in roles
+        }
+        actual = {(g.actor, g.role) for g in await uow.grants.members(ns)}
+        if expected != actual:
+            self.problem(
+                0,
+                GRANTS_MISMATCH,
+                f"role_grants of {ns} differ from the registry's members "
+                f"(missing {sorted(expected - actual)}, extra {sorted(actual - expected)})",
+            )
+        for path, info in (data.get("workflows") or {}).items():
+            row = await uow.workflows.get(path)
+            version = await uow.workflows.version(path, int(info["version"]))
+            if (
+                row is None
+                or version is None
+                or row.latest_version != info["version"]
+                or version.hash != info["hash"]
+                or bool(row.removed) != bool(info.get("removed"))
+            ):
+                self.problem(0, WORKFLOW_MISMATCH, f"workflow {path} differs from the registry")
+        for name, info in (data.get("modules") or {}).items():
+            module = await uow.modules.get(ns, name)
+            if module is None or module.version != info["version"] or module.hash != info["hash"]:
+                self.problem(0, MODULE_MISMATCH, f"module {ns}/{name} differs from the registry")
+
+
+def _after(
+    record: ProcessRecord, before: ProcessSnapshot | None, outcome: Outcome, envelope: Envelope
+) -> ProcessSnapshot:
+    chain = (before.automation_chain + 1 if before else 1) if outcome.action == "$automate" else 0
+    return ProcessSnapshot(
+        id=record.id,
+        workflow=record.workflow,
+        version=record.workflow_version,
+        state=outcome.state,
+        status=outcome.status,
+        data=outcome.data,
+        started_by=before.started_by if before else envelope.actor,
+        automation_chain=chain,
+    )
+
+
+def _revoked_after(
+    statuses: dict[str, KeyStatusRecord], event: StoredEvent
+) -> Callable[[str, str], bool]:
+    """revoked(key, ts): the key was revoked/rotated by an event recorded before this one."""
+
+    def revoked(key: str, _ts: str) -> bool:
+        status = statuses.get(key)
+        if status is None or status.event_id is None or event.id is None:
+            return False
+        return event.id > status.event_id
+
+    return revoked
+
+
+def _rotation_map(system_data: dict[str, Any]) -> Callable[[str], str]:
+    rotated = (system_data.get("keys") or {}).get("rotated") or {}
+
+    def follow(key: str) -> str:
+        seen = set()
+        while key in rotated and key not in seen:
+            seen.add(key)
+            key = rotated[key]
+        return key
+
+    return follow
+
+
+def _canon(value: Any) -> str:
+    try:
+        return canonical_bytes(value).decode("utf-8")
+    except DomainError:
+        return json.dumps(value, sort_keys=True, default=str)

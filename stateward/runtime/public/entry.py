@@ -1,0 +1,228 @@
+"""Public entry (DESIGN §7): visitors holding an entry token see and act on ONE instance.
+
+A token is 32 random bytes (base64url); only its sha256 is stored (`$entry_token` event,
+`processes.entry_token_hash`). A visitor acts as `visitor:<first 16 hex of sha256(token)>`
+through server-attested events, so the engine applies its visitor rules (public states,
+actions open to `public`/anyone). What a visitor sees is `PublicView` and nothing more:
+the current state's key, label, ordinal and total, its form, the data keys its `visible`
+lists, the status and whether it may act now. Outside a `public` state only the state
+header and status show. Every call is rate limited per client IP (`RATE_LIMITED`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.model import LIVE_STATUSES, VISITOR_PREFIX, Definition, Outcome
+from stateward.governance.keys import b64url_encode
+from stateward.records import INSTANCE, ProcessRecord, StoredEvent
+from stateward.runtime.access.auth import token_hash  # entry tokens are stored like bearer tokens
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import attest, start_instance
+from stateward.runtime.core.kernel import ADVANCE, ActContext, apply_engine, register
+from stateward.runtime.core.ops_support import (
+    actor_id,
+    input_str,
+    kernel_repo,
+    require_instance,
+    require_live,
+)
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.public.rate_limit import limiter_for
+
+ENTRY_TOKEN = "$entry_token"
+TOKEN_BYTES = 32
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+_HASH_SHAPE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class PublicState:
+    """The current state as a visitor sees it."""
+
+    key: str
+    label: str | None
+    ordinal: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PublicView:
+    """Everything a visitor may see of its instance (DESIGN §7, `PublicView`)."""
+
+    state: PublicState
+    form: Mapping[str, Any] | None
+    data: Mapping[str, Any]
+    status: str
+    active: bool
+    branding: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PublicEntry:
+    """What `start_public` returns: the visitor's token (shown once) and its view."""
+
+    token: str
+    view: PublicView
+
+
+def new_token() -> str:
+    """A fresh entry token: 32 random bytes, base64url without padding."""
+    return b64url_encode(secrets.token_bytes(TOKEN_BYTES))
+
+
+def visitor_id(token: str) -> str:
+    """The actor a token's holder acts as: `visitor:<first 16 hex of sha256(token)>`."""
+    return f"{VISITOR_PREFIX}{token_hash(token)[:16]}"
+
+
+# --- kernel operation -----------------------------------------------------------------------
+
+
+async def op_entry_token(ctx: ActContext) -> Outcome:
+    """`$entry_token {tokenHash}`: (re)issue the instance's entry token (only its hash).
+
+    By the system, an admin, the actor who started the instance, or the current state's
+    team; a previous token stops working.
+    """
+    process = require_instance(ctx)
+    require_live(process)
+    digest = input_str(ctx, "tokenHash")
+    if not _HASH_SHAPE.fullmatch(digest):
+        raise DomainError(
+            INVALID_INPUT, "tokenHash must be 64 lower-case hex", pointer="/tokenHash"
+        )
+    state = ctx.definition.states.get(process.state)
+    team = state.assign if state is not None else None
+    allowed = (
+        ctx.actor.is_system
+        or has_role(ctx.actor, ADMIN_ROLE)
+        or ctx.actor.id == process.started_by
+        or (team is not None and has_role(ctx.actor, team.lower()))
+    )
+    if not allowed:
+        raise DomainError(FORBIDDEN, "only an admin, the starter or the state's team may issue")
+    outcome = apply_engine(ctx)
+
+    async def store(event: StoredEvent) -> None:
+        await kernel_repo(ctx.uow).set_entry_token(process.id, digest)
+
+    ctx.after_event.append(store)
+    return outcome
+
+
+register(ENTRY_TOKEN, op_entry_token)
+
+
+# --- services -------------------------------------------------------------------------------
+
+
+def _check_rate(runtime: Runtime, ip: str | None) -> None:
+    limiter_for(runtime).check(ip or "unknown", runtime.clock.now())
+
+
+async def _issue(runtime: Runtime, actor: str, process: ProcessRecord) -> str:
+    token = new_token()
+    signed = attest(runtime, actor, process.id, ENTRY_TOKEN, process.workflow,
+                    {"tokenHash": token_hash(token)})  # fmt: skip
+    await act(runtime, signed, attested=True)
+    return token
+
+
+async def issue_entry_token(runtime: Runtime, actor: Any, instance: str) -> str:
+    """A new entry token for a live instance (admin, its starter or the state's team).
+    The token is returned once; only its sha256 is kept."""
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.get(instance)
+    if process is None or process.kind != INSTANCE:
+        raise DomainError(NOT_FOUND, f"instance {instance} does not exist")
+    return await _issue(runtime, actor_id(actor), process)
+
+
+async def start_public(
+    runtime: Runtime, workflow: str, data: Mapping[str, Any] | None, ip: str | None
+) -> PublicEntry:
+    """Start `workflow` as a new visitor (its initial state must be `public`) and return
+    the visitor's token and view."""
+    _check_rate(runtime, ip)
+    async with runtime.uow(readonly=True) as uow:
+        definition = await runtime.definition(uow, workflow)
+    if definition.states[definition.initial].audience != "public":
+        raise DomainError(FORBIDDEN, f"{workflow} has no public entry (initial state not public)")
+    token = new_token()
+    visitor = visitor_id(token)
+    started = await start_instance(runtime, visitor, workflow, data or {})
+    signed = attest(runtime, visitor, started.record.id, ENTRY_TOKEN, workflow,
+                    {"tokenHash": token_hash(token)})  # fmt: skip
+    await act(runtime, signed, attested=True)
+    return PublicEntry(token=token, view=await _view(runtime, token))
+
+
+async def public_view(runtime: Runtime, token: str, ip: str | None) -> PublicView:
+    """What the token's holder may see of its instance (NOT_FOUND for an unknown token)."""
+    _check_rate(runtime, ip)
+    return await _view(runtime, token)
+
+
+async def advance_public(
+    runtime: Runtime,
+    token: str,
+    action: str | None,
+    input: Mapping[str, Any] | None,
+    ip: str | None,
+) -> PublicView:
+    """Act as the token's visitor: `action` (advance when None) with `input`; the engine
+    allows visitors only in `public` states and on actions open to them."""
+    _check_rate(runtime, ip)
+    process, _ = await _resolve(runtime, token)
+    if action is not None and (not isinstance(action, str) or action.startswith("$")):
+        raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
+    signed = attest(runtime, visitor_id(token), process.id, action or ADVANCE, process.workflow,
+                    dict(input or {}))  # fmt: skip
+    await act(runtime, signed, attested=True)
+    return await _view(runtime, token)
+
+
+async def _resolve(runtime: Runtime, token: str) -> tuple[ProcessRecord, Definition]:
+    """The instance a token opens and its pinned definition; NOT_FOUND otherwise."""
+    if not isinstance(token, str) or not _TOKEN_SHAPE.fullmatch(token):
+        raise DomainError(NOT_FOUND, "unknown entry token")
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.by_entry_token(token_hash(token))
+        if process is None or process.kind != INSTANCE:
+            raise DomainError(NOT_FOUND, "unknown entry token")
+        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+    return process, definition
+
+
+async def _view(runtime: Runtime, token: str) -> PublicView:
+    process, definition = await _resolve(runtime, token)
+    state = definition.states[process.state]
+    header = PublicState(state.key, state.label, state.ordinal, len(definition.states))
+    public = state.audience == "public"
+    form = None
+    data: dict[str, Any] = {}
+    if public:
+        source = definition.source.get("states", {}).get(state.key, {})
+        form = source.get("form") if isinstance(source, Mapping) else None
+        data = {k: process.data[k] for k in state.visible if k in process.data}
+    return PublicView(
+        state=header,
+        form=form,
+        data=data,
+        status=process.status,
+        active=public and process.status in LIVE_STATUSES,
+        branding=_branding(definition),
+    )
+
+
+def _branding(definition: Definition) -> Mapping[str, Any] | None:
+    """The workflow's top-level `branding` object (shown to visitors), or None."""
+    branding = definition.source.get("branding")
+    return branding if isinstance(branding, Mapping) else None

@@ -1,0 +1,271 @@
+"""Review-queue assignments (DESIGN §7): claim, unclaim, complete, cancel, queues.
+
+An assignment is opened by the core when an instance enters a state with `assign` and
+cancelled when it leaves it. Every change of an assignment is an event of its instance
+(`$claim`, `$unclaim`, `$complete`, `$assignment_cancel`), written through `act`; the
+kernel operations below check the assignment and change its row with a conditional
+UPDATE inside the event's transaction, so of concurrent claimers exactly one wins and
+the others get `ALREADY_CLAIMED`. `$complete` records the review and performs the action
+(or advances) in the same event. Queues are read straight from the rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from stateward.domain import events as ev
+from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.errors import (
+    ALREADY_CLAIMED,
+    FORBIDDEN,
+    INVALID_INPUT,
+    NOT_FOUND,
+    WRONG_STATE,
+    DomainError,
+)
+from stateward.domain.model import Outcome
+from stateward.persistence.assignments import CANCELLED, CLAIMED, COMPLETED, UNASSIGNED
+from stateward.records import AssignmentRecord
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import attest
+from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.ops_support import (
+    actor_id,
+    input_str,
+    kernel_repo,
+    require_instance,
+    require_live,
+    with_team,
+)
+from stateward.runtime.core.services import Runtime
+
+CLAIM = "$claim"
+UNCLAIM = "$unclaim"
+COMPLETE = "$complete"
+ASSIGNMENT_CANCEL = "$assignment_cancel"
+STATUSES = (UNASSIGNED, CLAIMED, COMPLETED, CANCELLED)
+DEFAULT_FIRST = 20
+MAX_FIRST = 100
+
+
+# --- kernel operations ------------------------------------------------------------------
+
+
+async def _assignment(ctx: ActContext) -> AssignmentRecord:
+    """The assignment the event names; it must belong to the event's live instance."""
+    process = require_instance(ctx)
+    aid = input_str(ctx, "assignment")
+    found = await ctx.uow.assignments.get(aid)
+    if found is None or found.process_id != process.id:
+        raise DomainError(NOT_FOUND, f"assignment {aid} of {process.id} does not exist")
+    require_live(process)
+    return found
+
+
+def _require_open(a: AssignmentRecord) -> None:
+    if a.status not in (UNASSIGNED, CLAIMED):
+        raise DomainError(WRONG_STATE, f"assignment {a.id} is {a.status}",
+                          details={"status": a.status})  # fmt: skip
+
+
+async def op_claim(ctx: ActContext) -> Outcome:
+    """`$claim {assignment}`: an unassigned assignment becomes the actor's (team role)."""
+    a = await _assignment(ctx)
+    _require_open(a)
+    if a.status == CLAIMED:
+        raise DomainError(ALREADY_CLAIMED, f"assignment {a.id} is claimed by {a.assignee}")
+    if not (has_role(ctx.actor, a.team.lower()) or has_role(ctx.actor, ADMIN_ROLE)):
+        raise DomainError(FORBIDDEN, f"claiming needs the role {a.team!r}")
+    outcome = apply_engine(ctx)
+    if not await ctx.uow.assignments.claim_assignment(a.id, ctx.actor.id, ctx.now):
+        raise DomainError(ALREADY_CLAIMED, f"assignment {a.id} was claimed concurrently")
+    return with_team(outcome, a.team, assignee=ctx.actor.id)
+
+
+async def op_unclaim(ctx: ActContext) -> Outcome:
+    """`$unclaim {assignment}`: back to the queue, by the assignee or an admin."""
+    a = await _assignment(ctx)
+    if a.status != CLAIMED:
+        raise DomainError(WRONG_STATE, f"assignment {a.id} is {a.status}, not claimed")
+    if a.assignee != ctx.actor.id and not has_role(ctx.actor, ADMIN_ROLE):
+        raise DomainError(FORBIDDEN, "only the assignee or an admin may unclaim")
+    outcome = apply_engine(ctx)
+    if not await ctx.uow.assignments.unclaim(a.id, a.assignee):
+        raise DomainError(WRONG_STATE, f"assignment {a.id} changed concurrently")
+    return with_team(outcome, a.team, assignee=a.assignee)
+
+
+async def op_assignment_cancel(ctx: ActContext) -> Outcome:
+    """`$assignment_cancel {assignment}`: an admin closes an open assignment."""
+    a = await _assignment(ctx)
+    _require_open(a)
+    if not (ctx.actor.is_system or has_role(ctx.actor, ADMIN_ROLE)):
+        raise DomainError(FORBIDDEN, "only an admin may cancel an assignment")
+    outcome = apply_engine(ctx)
+    if not await ctx.uow.assignments.cancel(a.id, ctx.now):
+        raise DomainError(WRONG_STATE, f"assignment {a.id} changed concurrently")
+    return with_team(outcome, a.team)
+
+
+async def op_complete(ctx: ActContext) -> Outcome:
+    """`$complete {assignment, reviewData, action?, input?}`: the assignee records the
+    review and performs `action` (or advances) on the instance, in this one event."""
+    a = await _assignment(ctx)
+    _require_open(a)
+    if a.status != CLAIMED or a.assignee != ctx.actor.id:
+        raise DomainError(FORBIDDEN, f"only the assignee completes assignment {a.id}; claim it")
+    if a.state != ctx.process.state:  # type: ignore[union-attr]
+        raise DomainError(WRONG_STATE, f"assignment {a.id} belongs to state {a.state!r}")
+    outcome = apply_engine(ctx)
+    review = ctx.input.get("reviewData")
+    if not await ctx.uow.assignments.complete(a.id, ctx.actor.id, review, ctx.now):
+        raise DomainError(WRONG_STATE, f"assignment {a.id} changed concurrently")
+    if not await ctx.uow.assignments.open_for_process(a.process_id):
+        # Leaving the state closes nothing more: the assignment completed, not cancelled.
+        events = tuple(e for e in outcome.events if e.type != ev.ASSIGNMENT_CANCELLED)
+        outcome = Outcome(outcome.action, outcome.from_state, outcome.state, outcome.status,
+                          outcome.data, outcome.effects, events)  # fmt: skip
+    return with_team(outcome, a.team, (ev.ASSIGNMENT_COMPLETED,), assignment=a.id)
+
+
+register(CLAIM, op_claim)
+register(UNCLAIM, op_unclaim)
+register(ASSIGNMENT_CANCEL, op_assignment_cancel)
+register(COMPLETE, op_complete)
+
+
+# --- services -----------------------------------------------------------------------------
+
+
+async def _load(runtime: Runtime, assignment_id: str) -> tuple[AssignmentRecord, str]:
+    """The assignment and its instance's workflow path (NOT_FOUND when absent)."""
+    async with runtime.uow(readonly=True) as uow:
+        found = await uow.assignments.get(assignment_id)
+        process = None if found is None else await uow.processes.get(found.process_id)
+    if found is None or process is None:
+        raise DomainError(NOT_FOUND, f"assignment {assignment_id} does not exist")
+    return found, process.workflow
+
+
+async def _change(
+    runtime: Runtime, actor: Any, assignment_id: str, name: str, extra: Mapping[str, Any]
+) -> AssignmentRecord:
+    """Append the assignment event `name` for `actor` and return the assignment after it."""
+    if not isinstance(assignment_id, str) or not assignment_id:
+        raise DomainError(INVALID_INPUT, "an assignment id is required", pointer="/id")
+    found, workflow = await _load(runtime, assignment_id)
+    input = {"assignment": assignment_id, **extra}
+    signed = attest(runtime, actor_id(actor), found.process_id, name, workflow, input)
+    await act(runtime, signed, attested=True)
+    after, _ = await _load(runtime, assignment_id)
+    return after
+
+
+async def claim_assignment(runtime: Runtime, actor: Any, assignment_id: str) -> AssignmentRecord:
+    """Claim an unassigned assignment (needs its team role); a lost race: ALREADY_CLAIMED."""
+    return await _change(runtime, actor, assignment_id, CLAIM, {})
+
+
+async def unclaim_assignment(runtime: Runtime, actor: Any, assignment_id: str) -> AssignmentRecord:
+    """Put a claimed assignment back into its team's queue (assignee or admin)."""
+    return await _change(runtime, actor, assignment_id, UNCLAIM, {})
+
+
+async def complete_assignment(
+    runtime: Runtime,
+    actor: Any,
+    assignment_id: str,
+    review_data: Any,
+    action: str | None = None,
+    input: Mapping[str, Any] | None = None,
+) -> AssignmentRecord:
+    """Complete the actor's claimed assignment with `review_data` and perform `action` on
+    the instance (advance when None) in the same event; the action's input gets
+    `reviewData` unless `input` sets it."""
+    extra: dict[str, Any] = {"reviewData": review_data}
+    if action is not None:
+        extra["action"] = action
+    if input:
+        extra["input"] = dict(input)
+    return await _change(runtime, actor, assignment_id, COMPLETE, extra)
+
+
+async def cancel_assignment(runtime: Runtime, actor: Any, assignment_id: str) -> AssignmentRecord:
+    """Cancel an open assignment (admin)."""
+    return await _change(runtime, actor, assignment_id, ASSIGNMENT_CANCEL, {})
+
+
+def assignment_cursor(assignment: AssignmentRecord) -> list[str]:
+    """The keyset position of an assignment in a queue (what a cursor encodes)."""
+    return [assignment.created_at.isoformat(), assignment.id]
+
+
+def _after(after: str | Sequence[Any] | None) -> tuple[datetime, str] | None:
+    """Decode a queue cursor: base64url JSON `[created_at, id]` or that list itself."""
+    if after is None:
+        return None
+    value: Any = after
+    if isinstance(after, str):
+        try:
+            value = json.loads(base64.urlsafe_b64decode(after.encode("ascii")))
+        except (binascii.Error, ValueError, UnicodeError):
+            value = None
+    try:
+        created, aid = value
+        return datetime.fromisoformat(str(created)), str(aid)
+    except (TypeError, ValueError):
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from None
+
+
+def _page(first: int | None, status: str | None) -> int:
+    if status is not None and status not in STATUSES:
+        raise DomainError(INVALID_INPUT, f"status must be one of {', '.join(STATUSES)}",
+                          pointer="/status")  # fmt: skip
+    size = DEFAULT_FIRST if first is None else first
+    if size < 0 or size > MAX_FIRST:
+        raise DomainError(INVALID_INPUT, f"first must be between 0 and {MAX_FIRST}",
+                          pointer="/first")  # fmt: skip
+    return size
+
+
+async def list_assignments(
+    runtime: Runtime,
+    viewer: Any,
+    team: str | None = None,
+    status: str | None = None,
+    first: int | None = DEFAULT_FIRST,
+    after: str | Sequence[Any] | None = None,
+) -> list[AssignmentRecord]:
+    """A team's queue, oldest first: up to `first + 1` rows after the cursor (the extra
+    row says a next page exists; `assignment_cursor` is the key). The viewer sees the
+    namespaces where it holds the team role or `admin`; without `team`, those where it
+    is admin."""
+    size = _page(first, status)
+    who = actor_id(viewer)
+    async with runtime.uow(readonly=True) as uow:
+        grants = await uow.grants.of_actor(who)
+        wanted = {ADMIN_ROLE} | ({team.lower()} if team else set())
+        scopes = sorted({g.namespace for g in grants if g.role.lower() in wanted})
+        return await kernel_repo(uow).assignment_queue(
+            namespaces=scopes, team=team, status=status, after=_after(after), limit=size + 1
+        )
+
+
+async def my_assignments(
+    runtime: Runtime,
+    actor: Any,
+    status: str | None = None,
+    first: int | None = MAX_FIRST,
+    after: str | Sequence[Any] | None = None,
+) -> list[AssignmentRecord]:
+    """The actor's own assignments ("mine"), oldest first, up to `first + 1` rows."""
+    size = _page(first, status)
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.assignments.queue(
+            assignee=actor_id(actor), status=status, after=_after(after), limit=size + 1
+        )

@@ -1,0 +1,61 @@
+"""Notifications (DESIGN §7): messages for an actor or a whole team, e.g. an SLA breach.
+
+A notification is addressed to an actor id or to `team:<role>`; the viewer's list holds
+its own and those of every team (role) it holds in the notification's namespace or a
+namespace above it (`system` grants: everywhere). Notifications are written inside the
+transaction of the event that causes them (`notify`), never on their own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.persistence import UnitOfWork
+from stateward.persistence.notify import team_recipient
+from stateward.records import NotificationRecord
+from stateward.runtime.core.ops_support import actor_id, kernel_repo
+from stateward.runtime.core.services import Runtime
+
+MAX_FIRST = 100
+
+
+def recipient_for(assignee: str | None, team: str | None, fallback: str | None) -> str | None:
+    """Who hears about a process: its assignee when claimed, else its team (`team:<t>`),
+    else `fallback` (e.g. the actor who started it)."""
+    if assignee:
+        return assignee
+    if team:
+        return team_recipient(team.lower())
+    return fallback
+
+
+async def notify(
+    uow: UnitOfWork,
+    recipient: str,
+    namespace: str,
+    kind: str,
+    payload: Any,
+    now: datetime,
+    process_id: str | None = None,
+) -> NotificationRecord:
+    """Store a notification in `uow` (the causing event's transaction)."""
+    return await uow.notifications.add(
+        recipient, namespace, kind, payload, now, process_id=process_id
+    )
+
+
+async def list_notifications(
+    runtime: Runtime, viewer: Any, first: int = 50, before: int | None = None
+) -> list[NotificationRecord]:
+    """The viewer's notifications and its teams', newest first (`before`: an id to page
+    below)."""
+    if first < 0 or first > MAX_FIRST:
+        raise DomainError(INVALID_INPUT, f"first must be between 0 and {MAX_FIRST}",
+                          pointer="/first")  # fmt: skip
+    who = actor_id(viewer)
+    async with runtime.uow(readonly=True) as uow:
+        grants = await uow.grants.of_actor(who)
+        teams = sorted({(g.namespace, g.role.lower()) for g in grants})
+        return await kernel_repo(uow).notifications_for(who, teams, before_id=before, limit=first)
