@@ -41,8 +41,8 @@ def create_app(
 
     `schema` defaults to `stateward.schema.root.create_schema(settings)` and `services` to
     `stateward.runtime.container.create_services(settings)`. `services` may offer
-    `authenticate(token)`, `ready()`, `start()`, `stop()` and `create_loaders(ctx)`
-    (see `stateward.http.context`); whatever it lacks is simply not used.
+    `authenticate(token)`, `ready()`, `start()`, `stop()` and a `runtime` (reads and the
+    DataLoaders, see `stateward.http.context`); whatever it lacks is simply not used.
     """
     if schema is None:
         schema = _load(SCHEMA_FACTORY)(settings)

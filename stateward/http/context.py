@@ -2,19 +2,19 @@
 
 Resolvers read `info.context` (a `RequestContext`): settings, the services object passed
 to `create_app`, the viewer (or None for anonymous callers), the request/websocket and a
-`loaders` dict of per-request DataLoaders.
+`loaders` dict of per-request DataLoaders, built here from `services.runtime`
+(`create_loaders`): the runtime below never names the GraphQL layer's loaders.
 
 `services` is any object; the app uses these attributes when present (all optional):
 
     async def authenticate(token: str) -> Viewer | None   # bearer token -> viewer
     async def ready() -> bool | Mapping[str, bool] | None  # readiness probe (/readyz)
     async def start() -> None / async def stop() -> None   # app lifespan
-    def create_loaders(context: RequestContext) -> Mapping[str, Any]  # per-request loaders
+    runtime: Runtime                                       # reads and the DataLoaders
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket
 
 from stateward.domain.errors import UNAUTHENTICATED
 from stateward.http.client_ip import resolve_client_ip, trusted_networks
+from stateward.resolvers.loaders import create_loaders as loaders_for
 from stateward.schema.errors import ApiError
 from stateward.settings import Settings
 
@@ -66,9 +67,10 @@ class RequestContext:
 
 
 def create_loaders(context: RequestContext) -> dict[str, Any]:
-    """Per-request DataLoaders from `services.create_loaders(context)`, or none."""
-    factory = getattr(context.services, "create_loaders", None)
-    if factory is None:
+    """Fresh DataLoaders for one request or socket over `services.runtime` (none when the
+    services have no runtime). A socket's loaders batch per tick but never cache rows: its
+    context lives as long as the socket (`resolvers.loaders.create_loaders`)."""
+    runtime = getattr(context.services, "runtime", None)
+    if runtime is None:
         return {}
-    loaders = factory(context)
-    return dict(loaders) if isinstance(loaders, Mapping) else {}
+    return loaders_for(runtime, cache=not context.is_websocket)

@@ -2,7 +2,7 @@
 
 graphql-core resolves sibling fields concurrently, so no two resolvers may share an
 `AsyncSession`: every batch opens its own read-only unit of work. Loaders are created in
-`get_context` (through `services.create_loaders`) and live for one request only, so a
+`get_context` (by `stateward.http.context.create_loaders`) and live for one request only, so a
 cached value is never older than the request that read it.
 """
 

@@ -4,7 +4,8 @@
 returned `Services` object is the composition root of a node (it wires the runtime, the
 event bus, the outbox relay, the hook sandbox and the periodic ticker), and it is what
 resolvers read as `info.context.services`: `.runtime`, `.bus`, `.relay`, `.hooks`; the
-app also calls its `authenticate(token)`, `ready()` and `create_loaders(context)`.
+app also calls its `authenticate(token)` and `ready()`. (The request's DataLoaders are
+built by the GraphQL layer from `.runtime`: `stateward.http.context.create_loaders`.)
 
 `start()` opens the database (running the migrations), makes sure the deployment has a
 system registry (on a fresh database it creates the genesis for an operator key file, see
@@ -231,13 +232,6 @@ class Services:
                 runtime.publishers.remove(on_commit)
 
         return stop
-
-    def create_loaders(self, context: Any) -> dict[str, Any]:
-        """Fresh DataLoaders for one request or socket (see `resolvers.loaders`); the
-        container is the composition root, so it may name the resolvers' module."""
-        from stateward.resolvers.loaders import create_loaders
-
-        return create_loaders(self.runtime, cache=not getattr(context, "is_websocket", False))
 
 
 def create_services(settings: Settings) -> Services:

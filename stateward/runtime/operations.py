@@ -1,27 +1,38 @@
-"""Registers the kernel operations of the runtime services (DESIGN §6, §7).
+"""The kernel operation table of the features (DESIGN §6, §7): the composition root's half.
 
-Importing this module imports every service module that registers a `$` operation in
-`kernel.KERNEL_OPS`: `$claim $unclaim $complete $assignment_cancel` (assignments),
-`$entry_token` (public), `$sla` (sla), `$timer` (scheduler), `$stale` (staleness) and
-`$automate` (automation). `kernel.select_op` imports it on first need, so an envelope
-submitted by a client finds its operation even if no service was imported yet.
+The core (`core.kernel`) owns the table and its own `$start`, `$cancel` and `$advance`;
+it never imports a feature. This module names every other `$` operation and the feature
+function that evaluates it, and `install()` registers them, plus the governance operation
+of registry events, into the core's table. `stateward.runtime` calls `install()` when it is
+imported, so every `Runtime` (the server's, the CLI's, a test's) dispatches the same
+operations, whichever feature modules its caller happened to import.
 """
 
 from __future__ import annotations
 
-import stateward.runtime.hooks.automation
-import stateward.runtime.public.entry
-import stateward.runtime.queues.assignments
-import stateward.runtime.sweeps.scheduler
-import stateward.runtime.sweeps.sla
-import stateward.runtime.sweeps.staleness
+from stateward.runtime.access import governance_ops
+from stateward.runtime.core.kernel import KernelOp, register, register_governance
+from stateward.runtime.hooks import automation
+from stateward.runtime.public import entry
+from stateward.runtime.queues import assignments
+from stateward.runtime.sweeps import scheduler, sla, staleness
 
-#: The modules whose import registered kernel operations.
-MODULES = (
-    stateward.runtime.queues.assignments,
-    stateward.runtime.hooks.automation,
-    stateward.runtime.public.entry,
-    stateward.runtime.sweeps.scheduler,
-    stateward.runtime.sweeps.sla,
-    stateward.runtime.sweeps.staleness,
-)
+#: Every kernel operation of a feature package, by its reserved `$` name.
+OPERATIONS: dict[str, KernelOp] = {
+    assignments.CLAIM: assignments.op_claim,
+    assignments.UNCLAIM: assignments.op_unclaim,
+    assignments.ASSIGNMENT_CANCEL: assignments.op_assignment_cancel,
+    assignments.COMPLETE: assignments.op_complete,
+    entry.ENTRY_TOKEN: entry.op_entry_token,
+    sla.SLA: sla.op_sla,
+    scheduler.TIMER: scheduler.op_timer,
+    staleness.STALE: staleness.op_stale,
+    automation.AUTOMATE: automation.op_automate,
+}
+
+
+def install() -> None:
+    """Register `OPERATIONS` and the governance operation in the core's table (idempotent)."""
+    for name, op in OPERATIONS.items():
+        register(name, op)
+    register_governance(governance_ops.op_governance)

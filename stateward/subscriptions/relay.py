@@ -23,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
-from stateward.runtime.core.services import Runtime
+from stateward.persistence import UnitOfWorkFactory
 from stateward.subscriptions.bus import BusUnavailable, EventBus, MessageTooLarge
 from stateward.subscriptions.fanout import Payload
 
@@ -43,6 +43,25 @@ def cursor_of(payload: Payload) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+class _Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class Runtime(Protocol):
+    """What the relay needs of a `stateward.runtime.core.services.Runtime` (structural, so
+    this layer never imports the runtime above it): units of work, the after-commit
+    publishers it joins, and the clock."""
+
+    @property
+    def uow(self) -> UnitOfWorkFactory: ...
+
+    @property
+    def publishers(self) -> list[Callable[[Sequence[dict[str, Any]]], Awaitable[None]]]: ...
+
+    @property
+    def clock(self) -> _Clock: ...
 
 
 class OutboxRelay:

@@ -3,9 +3,12 @@
 `act` looks the envelope's action name up in `KERNEL_OPS` (`$start`, `$cancel`,
 `$advance`, ...); any other name is a business action of the process's workflow, and an
 event on a registry (`action.workflow = "<namespace>/bootstrap"`) is a governance action.
-Adding a kernel operation is one async function `(ctx) -> Outcome` plus one
-`register(name, fn)` call; the function may queue extra row writes on
-`ctx.after_event` (they run after the event row exists, in the same transaction).
+Adding a kernel operation is one async function `(ctx) -> Outcome` plus one line in the
+composition root's table (`stateward.runtime.operations`), which `register`s it here; the
+function may queue extra row writes on `ctx.after_event` (they run after the event row
+exists, in the same transaction). The core registers its own three operations and never
+imports a feature package: the features' operations and the governance operation are
+handed in by the composition root when `stateward.runtime` is imported.
 
 `evaluate` is the pure core shared by `act` and by `verify`'s replay: the same snapshot
 and the same stored event always give the same outcome.
@@ -91,6 +94,9 @@ class ActContext:
 
 KernelOp = Callable[[ActContext], Awaitable[Outcome]]
 KERNEL_OPS: dict[str, KernelOp] = {}
+#: The operation of every event on a registry (`register_governance`).
+GOVERNANCE_OPS: dict[str, KernelOp] = {}
+GOVERNANCE = "governance"
 
 
 def register(name: str, op: KernelOp) -> KernelOp:
@@ -98,6 +104,12 @@ def register(name: str, op: KernelOp) -> KernelOp:
     if not name.startswith("$"):
         raise ValueError(f"kernel operation names start with '$': {name!r}")
     KERNEL_OPS[name] = op
+    return op
+
+
+def register_governance(op: KernelOp) -> KernelOp:
+    """Register the operation that evaluates every registry event; returns `op`."""
+    GOVERNANCE_OPS[GOVERNANCE] = op
     return op
 
 
@@ -215,17 +227,13 @@ def select_op(envelope: Envelope, *, registry: bool) -> KernelOp:
     if name.startswith("$"):
         op = KERNEL_OPS.get(name)
         if op is None:
-            # The runtime services register their operations when imported.
-            import stateward.runtime.operations  # noqa: F401
-
-            op = KERNEL_OPS.get(name)
-        if op is None:
             raise DomainError(
                 INVALID_INPUT, f"unknown kernel operation {name!r}", pointer="/action/name"
             )
         return op
     if registry:
-        from stateward.runtime.access.governance_ops import op_governance
-
-        return op_governance
+        governance = GOVERNANCE_OPS.get(GOVERNANCE)
+        if governance is None:
+            raise RuntimeError("no governance operation registered (import stateward.runtime)")
+        return governance
     return op_business

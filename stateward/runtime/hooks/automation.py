@@ -34,7 +34,7 @@ from stateward.domain.model import LIVE_STATUSES, Outcome
 from stateward.persistence import UnitOfWork
 from stateward.persistence.kernel import AutomationCandidate
 from stateward.records import INSTANCE
-from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     drain,
     input_str,
@@ -75,9 +75,6 @@ async def op_automate(ctx: ActContext) -> Outcome:
     ):
         raise not_due(f"{process.id} is not waiting for hook {hook} (seq {process.seq})")
     return apply_engine(ctx)
-
-
-register(AUTOMATE, op_automate)
 
 
 def install(runtime: Runtime, runner: HookRunner) -> Callable[[Runtime, str, str], Awaitable[None]]:

@@ -25,7 +25,7 @@ from stateward.records import INSTANCE, ProcessRecord, StoredEvent
 from stateward.runtime.access.auth import token_hash  # entry tokens are stored like bearer tokens
 from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import attest, start_instance
-from stateward.runtime.core.kernel import ADVANCE, ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ADVANCE, ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     actor_id,
     input_str,
@@ -115,9 +115,6 @@ async def op_entry_token(ctx: ActContext) -> Outcome:
 
     ctx.after_event.append(store)
     return outcome
-
-
-register(ENTRY_TOKEN, op_entry_token)
 
 
 # --- services -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from stateward.persistence.assignments import CANCELLED, CLAIMED, COMPLETED, UNA
 from stateward.records import AssignmentRecord
 from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import attest
-from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     actor_id,
     input_str,
@@ -131,12 +131,6 @@ async def op_complete(ctx: ActContext) -> Outcome:
         outcome = Outcome(outcome.action, outcome.from_state, outcome.state, outcome.status,
                           outcome.data, outcome.effects, events)  # fmt: skip
     return with_team(outcome, a.team, (ev.ASSIGNMENT_COMPLETED,), assignment=a.id)
-
-
-register(CLAIM, op_claim)
-register(UNCLAIM, op_unclaim)
-register(ASSIGNMENT_CANCEL, op_assignment_cancel)
-register(COMPLETE, op_complete)
 
 
 # --- services -----------------------------------------------------------------------------

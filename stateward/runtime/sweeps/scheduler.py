@@ -18,7 +18,7 @@ from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainEr
 from stateward.domain.model import Outcome
 from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
 from stateward.records import ScheduleRecord
-from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     drain,
     input_str,
@@ -66,9 +66,6 @@ async def op_timer(ctx: ActContext) -> Outcome:
     if not await repo.close_schedule(schedule_id, FIRED, ctx.now, ctx.runtime.node_public):
         raise not_due(f"timer {schedule_id} fired concurrently")
     return outcome
-
-
-register(TIMER, op_timer)
 
 
 async def fire_due(

@@ -23,7 +23,7 @@ from stateward.domain.model import LIVE_STATUSES, Outcome
 from stateward.persistence.kernel import BREACH, WARNING, SlaCandidate
 from stateward.records import ProcessRecord, StoredEvent
 from stateward.runtime.core.clock import format_ts, parse_ts
-from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     drain,
     input_str,
@@ -131,9 +131,6 @@ async def _on_breach(
         await notify(ctx.uow, recipient, process.namespace, ev.SLA_BREACHED, body, ctx.now,
                      process.id)  # fmt: skip
     await enqueue(ctx.uow, process.namespace, ev.SLA_BREACHED, body, ctx.now)
-
-
-register(SLA, op_sla)
 
 
 async def scan(runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH) -> SlaReport:

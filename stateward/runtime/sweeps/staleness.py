@@ -17,7 +17,7 @@ from stateward.domain.errors import DomainError
 from stateward.domain.model import ACTIVE, Outcome
 from stateward.records import ProcessRecord
 from stateward.runtime.core.clock import format_ts, parse_ts
-from stateward.runtime.core.kernel import ActContext, apply_engine, register
+from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     drain,
     input_str,
@@ -44,9 +44,6 @@ async def op_stale(ctx: ActContext) -> Outcome:
     if process.status != ACTIVE or process.last_event_at >= cutoff or cutoff > ctx.now:
         raise not_due(f"{process.id} is {process.status}, last event {process.last_event_at}")
     return apply_engine(ctx)
-
-
-register(STALE, op_stale)
 
 
 async def sweep(runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH) -> list[str]:
