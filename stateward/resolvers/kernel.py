@@ -17,7 +17,7 @@ from strawberry.types import Info
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.records import AssignmentRecord
 from stateward.resolvers.context import client_ip, runtime, viewer
-from stateward.schema.ids import local_id
+from stateward.resolvers.ids import local_id
 from stateward.schema.types.connection import MAX_FIRST, Connection, decode_cursor, page_size
 from stateward.schema.types.instance import Assignment
 from stateward.schema.types.public import PublicEntry, PublicView

@@ -10,9 +10,9 @@ from strawberry.types import Info
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.resolvers import reads
 from stateward.resolvers.context import require_read, runtime, viewer
+from stateward.resolvers.ids import from_global_id
 from stateward.resolvers.loaders import loaders
 from stateward.runtime.core import queries
-from stateward.schema.ids import from_global_id
 from stateward.schema.types.instance import Assignment, Event
 from stateward.schema.types.results import Notification
 from stateward.schema.types.workflow import Action, State, Workflow

@@ -15,12 +15,12 @@ from stateward.domain.definition import validate_definition
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
+from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import loaders
 from stateward.runtime.access import registry
 from stateward.runtime.core import queries
 from stateward.runtime.core.queries import InstanceQuery
 from stateward.runtime.insight import analytics
-from stateward.schema.ids import local_id
 from stateward.schema.types.connection import Connection, decode_cursor, page_size
 from stateward.schema.types.instance import Actor, Event, Instance
 from stateward.schema.types.registry import Registry

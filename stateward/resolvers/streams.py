@@ -18,10 +18,10 @@ from stateward.domain import events as ev
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.records import OutboxFilter
 from stateward.resolvers.context import require_read, runtime, services, viewer
+from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import Loaders
 from stateward.runtime.access.auth import Viewer
 from stateward.runtime.core import queries
-from stateward.schema.ids import local_id
 from stateward.schema.types.bus import BusEvent
 from stateward.schema.types.instance import Instance
 

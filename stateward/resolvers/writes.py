@@ -15,10 +15,10 @@ from stateward.domain import events as ev
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import registry_id
 from stateward.resolvers.context import runtime, viewer
+from stateward.resolvers.ids import local_id
 from stateward.runtime.access import auth, registry
 from stateward.runtime.core import commands, queries
 from stateward.runtime.core.act import ActResult, act, parse_signed
-from stateward.schema.ids import local_id
 from stateward.schema.types.instance import Instance
 from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session

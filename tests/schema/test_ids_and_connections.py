@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stateward.domain.errors import DomainError
-from stateward.schema.ids import from_global_id, local_id, to_global_id, try_global_id
+from stateward.resolvers.ids import from_global_id, local_id, to_global_id, try_global_id
 from stateward.schema.types.connection import Connection, decode_cursor, encode_cursor
 
 

@@ -18,7 +18,7 @@ from strawberry.types import Info
 from stateward.domain.canonical import canonical_bytes
 from stateward.domain.registry import redact_input
 from stateward.records import AssignmentRecord, ProcessRecord, StoredEvent
-from stateward.schema.ids import to_global_id
+from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node

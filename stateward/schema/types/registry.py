@@ -10,7 +10,7 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.records import GrantRecord, ModuleRecord
-from stateward.schema.ids import to_global_id
+from stateward.resolvers.ids import to_global_id
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
 

@@ -9,7 +9,7 @@ import strawberry
 
 from stateward.domain.errors import Problem as DomainProblem
 from stateward.records import NotificationRecord
-from stateward.schema.ids import to_global_id
+from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Event, Instance
 from stateward.schema.types.node import Node

@@ -16,7 +16,7 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.domain.model import ActionDef, Definition, StateDef
-from stateward.schema.ids import to_global_id
+from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
