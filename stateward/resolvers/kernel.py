@@ -15,13 +15,10 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
-from stateward.records import AssignmentRecord
+from stateward.records import AssignmentRecord, NotificationRecord
 from stateward.resolvers.context import client_ip, runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.schema.types.connection import MAX_FIRST, Connection, decode_cursor, page_size
-from stateward.schema.types.instance import Assignment
-from stateward.schema.types.public import PublicEntry, PublicView
-from stateward.schema.types.results import Notification
+from stateward.resolvers.paging import MAX_FIRST, Page, decode_cursor, page_of, page_size
 
 
 def _service(module: str, name: str) -> Any:
@@ -29,15 +26,14 @@ def _service(module: str, name: str) -> Any:
     return getattr(importlib.import_module(f"stateward.runtime.{module}"), name)
 
 
-def _assignment(result: Any) -> Assignment:
-    """Map what a kernel service returned (a record, or a result holding one)."""
-    record = result if isinstance(result, AssignmentRecord) else result.assignment
-    return Assignment.from_record(record)
+def _assignment(result: Any) -> AssignmentRecord:
+    """The assignment a kernel service returned (a record, or a result holding one)."""
+    return result if isinstance(result, AssignmentRecord) else result.assignment  # type: ignore[no-any-return]
 
 
 async def team_queue(
     info: Info, team: str, status: str | None, first: int | None, after: str | None
-) -> Connection[Assignment]:
+) -> Page[AssignmentRecord]:
     """`Query.assignments(team, status)`: a team's queue in the viewer's namespaces."""
     fn = _service("queues.assignments", "list_assignments")
     limit = page_size(first)
@@ -47,7 +43,7 @@ async def team_queue(
 
 async def my_queue(
     info: Info, status: str | None, first: int | None, after: str | None
-) -> Connection[Assignment]:
+) -> Page[AssignmentRecord]:
     """`Query.myAssignments`: assignments the viewer claimed (any status unless given)."""
     fn = _service("queues.assignments", "my_assignments")
     limit = page_size(first)
@@ -55,16 +51,15 @@ async def my_queue(
     return _page(rows, limit, after)
 
 
-def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Connection[Assignment]:
-    return Connection.from_page(
-        rows, limit, key=lambda a: (a.created_at.isoformat(), a.id),
-        has_previous=after is not None, wrap=Assignment.from_record,
-    )  # fmt: skip
+def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Page[AssignmentRecord]:
+    return page_of(
+        rows, limit, key=lambda a: (a.created_at.isoformat(), a.id), has_previous=after is not None
+    )
 
 
 async def notifications(
     info: Info, first: int | None, after: str | None, unread_only: bool
-) -> Connection[Notification]:
+) -> Page[NotificationRecord]:
     """`Query.notifications`: the viewer's and its teams', newest first."""
     fn = _service("sweeps.notifications", "list_notifications")
     before = None
@@ -77,25 +72,24 @@ async def notifications(
     rows = await fn(runtime(info), viewer(info), min(limit + 1, MAX_FIRST), before)
     if unread_only:
         rows = [n for n in rows if n.read_at is None]
-    return Connection.from_page(
-        rows, limit, key=lambda n: (n.id,), has_previous=after is not None,
-        wrap=Notification.from_record,
-    )  # fmt: skip
+    return page_of(rows, limit, key=lambda n: (n.id,), has_previous=after is not None)
 
 
-async def claim(info: Info, ident: str) -> Assignment:
+async def claim(info: Info, ident: str) -> AssignmentRecord:
     """`claimAssignment(id)`."""
     fn = _service("queues.assignments", "claim_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
 
 
-async def unclaim(info: Info, ident: str) -> Assignment:
+async def unclaim(info: Info, ident: str) -> AssignmentRecord:
     """`unclaimAssignment(id)`."""
     fn = _service("queues.assignments", "unclaim_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
 
 
-async def complete(info: Info, ident: str, review_data: Any, action: str | None) -> Assignment:
+async def complete(
+    info: Info, ident: str, review_data: Any, action: str | None
+) -> AssignmentRecord:
     """`completeAssignment(id, reviewData, action)`: review + action in one event."""
     fn = _service("queues.assignments", "complete_assignment")
     data = dict(review_data) if isinstance(review_data, Mapping) else review_data
@@ -105,7 +99,7 @@ async def complete(info: Info, ident: str, review_data: Any, action: str | None)
     return _assignment(result)
 
 
-async def cancel(info: Info, ident: str) -> Assignment:
+async def cancel(info: Info, ident: str) -> AssignmentRecord:
     """`cancelAssignment(id)`."""
     fn = _service("queues.assignments", "cancel_assignment")
     return _assignment(await fn(runtime(info), viewer(info).actor, local_id(ident, "Assignment")))
@@ -118,22 +112,22 @@ async def issue_entry_token(info: Info, instance: str) -> str:
     return result if isinstance(result, str) else str(result.token)
 
 
-async def start_public(info: Info, workflow: str, data: Any) -> PublicEntry:
-    """`startPublic(workflow, data)`: anyone may start a workflow whose initial is public."""
+async def start_public(info: Info, workflow: str, data: Any) -> tuple[str, Any]:
+    """`startPublic(workflow, data)`: anyone may start a workflow whose initial is public;
+    (the visitor's token, its view)."""
     fn = _service("public.entry", "start_public")
     result = await fn(runtime(info), workflow, data or {}, ip=client_ip(info))
     token, view = result if isinstance(result, tuple) else (result.token, result.view)
-    return PublicEntry(token=token, view=PublicView.from_domain(view))
+    return token, view
 
 
-async def public_entry(info: Info, token: str) -> PublicView:
+async def public_entry(info: Info, token: str) -> Any:
     """`Query.publicEntry(token)`: the visitor's view of its instance."""
     fn = _service("public.entry", "public_view")
-    return PublicView.from_domain(await fn(runtime(info), token, ip=client_ip(info)))
+    return await fn(runtime(info), token, ip=client_ip(info))
 
 
-async def advance_public(info: Info, token: str, action: str | None, input: Any) -> PublicView:
+async def advance_public(info: Info, token: str, action: str | None, input: Any) -> Any:
     """`advancePublic(token, action, input)`: a visitor acts on its current step."""
     fn = _service("public.entry", "advance_public")
-    view = await fn(runtime(info), token, action, input or {}, ip=client_ip(info))
-    return PublicView.from_domain(view)
+    return await fn(runtime(info), token, action, input or {}, ip=client_ip(info))

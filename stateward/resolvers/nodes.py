@@ -1,4 +1,8 @@
-"""`Query.node(id)`: refetch any `Node` by its Relay global id."""
+"""`Query.node(id)`: refetch any `Node` by its Relay global id.
+
+`node` returns the type name and what that type is built from (a record, a deployed
+workflow, a state or action with its workflow); the schema wraps it.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,14 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.model import ActionDef, StateDef
+from stateward.records import AssignmentRecord, NotificationRecord, StoredEvent
 from stateward.resolvers import reads
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.ids import from_global_id
 from stateward.resolvers.loaders import loaders
+from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import queries
-from stateward.schema.types.instance import Assignment, Event
-from stateward.schema.types.results import Notification
-from stateward.schema.types.workflow import Action, State, Workflow
 
 
 def _split_version(local: str) -> tuple[str, int]:
@@ -25,35 +29,35 @@ def _split_version(local: str) -> tuple[str, int]:
     return path, int(version)
 
 
-async def _workflow(info: Info, local: str) -> Workflow:
+async def _workflow(info: Info, local: str) -> DeployedWorkflow:
     path, version = _split_version(local)
     return await reads.workflow(info, path, version)
 
 
-async def _part(info: Info, local: str) -> tuple[Workflow, str]:
+async def _part(info: Info, local: str) -> tuple[DeployedWorkflow, str]:
     version_key, sep, key = local.partition("#")
     if not sep:
         raise DomainError(INVALID_INPUT, "malformed node id", pointer="/id")
     return await _workflow(info, version_key), key
 
 
-async def _state(info: Info, local: str) -> State:
+async def _state(info: Info, local: str) -> tuple[DeployedWorkflow, StateDef]:
     wf, key = await _part(info, local)
-    state = wf._definition.states.get(key)
+    state = wf.definition.states.get(key)
     if state is None:
         raise DomainError(NOT_FOUND, f"state {key!r} does not exist in {wf.path}")
-    return State.from_domain(wf._definition, wf.version, state)
+    return wf, state
 
 
-async def _action(info: Info, local: str) -> Action:
+async def _action(info: Info, local: str) -> tuple[DeployedWorkflow, ActionDef]:
     wf, key = await _part(info, local)
-    action = wf._definition.actions.get(key)
+    action = wf.definition.actions.get(key)
     if action is None:
         raise DomainError(NOT_FOUND, f"action {key!r} does not exist in {wf.path}")
-    return Action.from_domain(wf._definition, wf.version, action)
+    return wf, action
 
 
-async def _event(info: Info, local: str) -> Event:
+async def _event(info: Info, local: str) -> StoredEvent:
     pid, _, seq = local.rpartition(":")
     if not pid or not seq.isdigit():
         raise DomainError(INVALID_INPUT, "malformed event node id", pointer="/id")
@@ -64,19 +68,19 @@ async def _event(info: Info, local: str) -> Event:
         found = await queries.event_at(runtime(info), pid, int(seq))
     if found is None:
         raise DomainError(NOT_FOUND, f"event {local} does not exist or is not visible to you")
-    return Event.from_record(found)
+    return found
 
 
-async def _assignment(info: Info, local: str) -> Assignment:
+async def _assignment(info: Info, local: str) -> AssignmentRecord:
     found = await queries.get_assignment_record(runtime(info), local)
     process = None if found is None else await loaders(info).process.load(found.process_id)
     if found is None or process is None:
         raise DomainError(NOT_FOUND, f"assignment {local} does not exist or is not visible")
     require_read(info, process.namespace, f"assignment {local}")
-    return Assignment.from_record(found)
+    return found
 
 
-async def _notification(info: Info, local: str) -> Notification:
+async def _notification(info: Info, local: str) -> NotificationRecord:
     me = viewer(info)
     recipients = [me.actor, *(f"team:{g.role}" for g in me.grants)]
     found = None
@@ -84,7 +88,7 @@ async def _notification(info: Info, local: str) -> Notification:
         found = await queries.notification_by_id(runtime(info), recipients, int(local))
     if found is None:
         raise DomainError(NOT_FOUND, f"notification {local} does not exist or is not yours")
-    return Notification.from_record(found)
+    return found
 
 
 RESOLVERS: dict[str, Callable[[Info, str], Awaitable[Any]]] = {
@@ -99,11 +103,12 @@ RESOLVERS: dict[str, Callable[[Info, str], Awaitable[Any]]] = {
 }
 
 
-async def node(info: Info, ident: str) -> Any:
-    """The object a global id names; NOT_FOUND when missing or not visible."""
+async def node(info: Info, ident: str) -> tuple[str, Any]:
+    """(type name, what the object is built from) for a global id; NOT_FOUND when missing
+    or not visible."""
     viewer(info)
     type_name, local = from_global_id(ident)
     resolve = RESOLVERS.get(type_name)
     if resolve is None:
         raise DomainError(INVALID_INPUT, f"{type_name} is not a node type", pointer="/id")
-    return await resolve(info, local)
+    return type_name, await resolve(info, local)

@@ -7,8 +7,8 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.resolvers.context import runtime, viewer
+from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.packages import transfer as packages
-from stateward.schema.types.workflow import Workflow
 
 
 async def export_package(info: Info, namespace: str, paths: list[str] | None) -> Any:
@@ -16,13 +16,11 @@ async def export_package(info: Info, namespace: str, paths: list[str] | None) ->
     return await packages.export_package(runtime(info), viewer(info), namespace, paths)
 
 
-async def import_package(info: Info, package: Any) -> list[Workflow]:
+async def import_package(info: Info, package: Any) -> list[DeployedWorkflow]:
     """`importPackage(package)`: every workflow and module of it, or none."""
-    deployed = await packages.import_package(runtime(info), viewer(info).actor, package)
-    return [Workflow.from_domain(w.definition, w.version, w.created_at) for w in deployed]
+    return list(await packages.import_package(runtime(info), viewer(info).actor, package))
 
 
-async def clone_workflow(info: Info, source: str, target: str) -> Workflow:
+async def clone_workflow(info: Info, source: str, target: str) -> DeployedWorkflow:
     """`cloneWorkflow(source, target)`: the latest `source` deployed again at `target`."""
-    w = await packages.clone_workflow(runtime(info), viewer(info).actor, source, target)
-    return Workflow.from_domain(w.definition, w.version, w.created_at)
+    return await packages.clone_workflow(runtime(info), viewer(info).actor, source, target)

@@ -1,4 +1,6 @@
-"""Query resolvers: read context, call one runtime read service, map to schema types.
+"""Query resolvers: read context, call one runtime read service, return what it read.
+
+They return records, domain values or `Page`s of them; the schema types wrap them.
 
 Reads are limited to namespaces where the viewer holds a role; anything else looks like a
 missing object (NOT_FOUND), so other tenants' ids cannot be probed.
@@ -11,21 +13,20 @@ from typing import Any
 
 from strawberry.types import Info
 
-from stateward.domain.definition import validate_definition
+from stateward.domain.definition import ValidationReport, validate_definition
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
+from stateward.records import ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.loaders import loaders
+from stateward.resolvers.loaders import VersionedDefinition, loaders
+from stateward.resolvers.paging import Page, decode_cursor, page_of, page_of_list, page_size
 from stateward.runtime.access import registry
+from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import queries
-from stateward.runtime.core.queries import InstanceQuery
+from stateward.runtime.core.queries import InstanceQuery, RegistryFacts
 from stateward.runtime.insight import analytics
-from stateward.schema.types.connection import Connection, decode_cursor, page_size
-from stateward.schema.types.instance import Actor, Event, Instance
-from stateward.schema.types.registry import Registry
-from stateward.schema.types.results import ValidationReport, Verification
-from stateward.schema.types.workflow import Workflow
+from stateward.runtime.insight.verify import VerificationReport
 
 
 def _namespace_of_path(path: str) -> str:
@@ -35,10 +36,10 @@ def _namespace_of_path(path: str) -> str:
     return split_path(path)[0]
 
 
-def viewer_actor(info: Info) -> Actor | None:
-    """`Query.viewer`: the authenticated actor, or null for anonymous callers."""
+def viewer_actor(info: Info) -> str | None:
+    """`Query.viewer`: the authenticated actor's id, or None for anonymous callers."""
     found = viewer_or_none(info)
-    return None if found is None else Actor(id=found.actor)
+    return None if found is None else found.actor
 
 
 async def actor_roles(info: Info, actor: str, namespace: str) -> list[str]:
@@ -62,56 +63,47 @@ async def namespaces(info: Info) -> list[str]:
     return me.readable(await queries.instance_namespaces(runtime(info)))
 
 
-async def registry_of(info: Info, namespace: str) -> Registry:
+async def registry_of(info: Info, namespace: str) -> RegistryFacts:
     """`Query.registry(namespace)`."""
     if not is_namespace(namespace):
         raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
     require_read(info, namespace, f"registry {namespace}")
-    facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
-    seq = facts.process.seq if facts.process is not None else None
-    return Registry.from_records(
-        namespace, registry_id(namespace), seq, facts.members, facts.modules,
-        facts.process.data if facts.process is not None else None,
-    )  # fmt: skip
+    return await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
 
 
-async def workflow(info: Info, path: str, version: int | None) -> Workflow:
+async def workflow(info: Info, path: str, version: int | None) -> DeployedWorkflow:
     """`Query.workflow(path, version)`: the latest version unless one is named."""
     require_read(info, _namespace_of_path(path), f"workflow {path}")
     found = await registry.get_workflow(runtime(info), path, version)
     if found is None:
         raise DomainError(NOT_FOUND, f"workflow {path} (version {version or 'latest'}) "
                           "does not exist")  # fmt: skip
-    return Workflow.from_domain(found.definition, found.version, found.created_at, found.removed)
+    return found
 
 
 async def workflows(
     info: Info, namespace: str | None, first: int | None, after: str | None
-) -> Connection[Workflow]:
+) -> Page[DeployedWorkflow]:
     """`Query.workflows(namespace)`: latest versions, by path, in readable namespaces."""
     me = viewer(info)
     if namespace is not None:
         require_read(info, namespace, f"namespace {namespace}")
     found = await registry.list_workflows(runtime(info), namespace)
     visible = [w for w in found if me.can_read(w.namespace)]
-    return Connection.from_list(
-        visible, first, after, key=lambda w: (w.path,),
-        wrap=lambda w: Workflow.from_domain(w.definition, w.version, w.created_at),
-    )  # fmt: skip
+    return page_of_list(visible, first, after, key=lambda w: (w.path,))
 
 
 async def workflow_versions(
     info: Info, path: str, first: int | None, after: str | None
-) -> Connection[Workflow]:
+) -> Page[VersionedDefinition]:
     """`Workflow.versions`: every stored version of the path, oldest first."""
     require_read(info, _namespace_of_path(path), f"workflow {path}")
     rt = runtime(info)
     rows = await queries.workflow_versions(rt, path)
-    return Connection.from_list(
-        rows, first, after, key=lambda r: (r.version,),
-        wrap=lambda r: Workflow.from_domain(rt.definitions.from_record(r), r.version,
-                                            r.created_at),
-    )  # fmt: skip
+    page = page_of_list(rows, first, after, key=lambda r: (r.version,))
+    return page.map(
+        lambda r: VersionedDefinition(rt.definitions.from_record(r), r.version, r.created_at)
+    )
 
 
 async def workflow_analytics(info: Info, path: str, version: int | None) -> Any:
@@ -120,14 +112,14 @@ async def workflow_analytics(info: Info, path: str, version: int | None) -> Any:
     return (await analytics.analytics(runtime(info), path, version)).as_dict()
 
 
-async def instance(info: Info, ident: str) -> Instance:
+async def instance(info: Info, ident: str) -> ProcessRecord:
     """`Query.instance(id)`: by UUID or node id; NOT_FOUND when not visible."""
     pid = local_id(ident, "Instance")
     found = await loaders(info).process.load(pid)
     if found is None or found.kind != "instance":
         raise DomainError(NOT_FOUND, f"instance {pid} does not exist or is not visible to you")
     require_read(info, found.namespace, f"instance {pid}")
-    return Instance.from_record(found)
+    return found
 
 
 def _keyset(after: str | None) -> Any:
@@ -144,7 +136,7 @@ async def instances(
     info: Info, first: int | None, after: str | None, *, namespace: str | None = None,
     workflow: str | None = None, state: str | None = None, status: str | None = None,
     parent: str | None = None,
-) -> Connection[Instance]:  # fmt: skip
+) -> Page[ProcessRecord]:  # fmt: skip
     """`Query.instances(filter)`: oldest first, only in namespaces the viewer may read."""
     me = viewer(info)
     scope = namespace or (_namespace_of_path(workflow) if workflow else None)
@@ -162,15 +154,14 @@ async def instances(
     )
     for row in rows:
         loaders(info).prime_process(row)
-    return Connection.from_page(
-        rows, limit, key=lambda p: (p.created_at.isoformat(), p.id),
-        has_previous=after is not None, wrap=Instance.from_record,
-    )  # fmt: skip
+    return page_of(
+        rows, limit, key=lambda p: (p.created_at.isoformat(), p.id), has_previous=after is not None
+    )
 
 
 async def process_events(
     info: Info, process: str, first: int | None, after: str | None
-) -> Connection[Event]:
+) -> Page[StoredEvent]:
     """`Query.events(process)` / `Instance.events`: a process's log in seq order."""
     pid = local_id(process, "Instance")
     found = await loaders(info).process.load(pid)
@@ -185,12 +176,10 @@ async def process_events(
             raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
         after_seq = values[0]
     rows = await queries.process_events(runtime(info), pid, after_seq=after_seq, limit=limit + 1)
-    return Connection.from_page(
-        rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0, wrap=Event.from_record
-    )
+    return page_of(rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0)
 
 
-async def verify_process(info: Info, ident: str) -> Verification:
+async def verify_process(info: Info, ident: str) -> VerificationReport:
     """`Query.verifyProcess(id)`: signatures, chain and replay of one process."""
     from stateward.runtime.insight.verify import verify
 
@@ -199,7 +188,7 @@ async def verify_process(info: Info, ident: str) -> Verification:
     if found is None:
         raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
     require_read(info, found.namespace, f"process {pid}")
-    return Verification.from_domain(await verify(runtime(info), pid))
+    return await verify(runtime(info), pid)
 
 
 async def validate(info: Info, definition: Any) -> ValidationReport:
@@ -211,4 +200,4 @@ async def validate(info: Info, definition: Any) -> ValidationReport:
     deployed = None
     if viewer_or_none(info) is not None:
         deployed = {w.path for w in await registry.list_workflows(runtime(info))}
-    return ValidationReport.from_domain(validate_definition(definition, deployed=deployed))
+    return validate_definition(definition, deployed=deployed)

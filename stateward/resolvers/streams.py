@@ -16,14 +16,12 @@ from strawberry.types import Info
 
 from stateward.domain import events as ev
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
-from stateward.records import OutboxFilter
+from stateward.records import OutboxFilter, ProcessRecord
 from stateward.resolvers.context import require_read, runtime, services, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import Loaders
 from stateward.runtime.access.auth import Viewer
 from stateward.runtime.core import queries
-from stateward.schema.types.bus import BusEvent
-from stateward.schema.types.instance import Instance
 
 REPLAY_PAGE = 500
 QUEUE_SIZE = 1000
@@ -103,7 +101,7 @@ async def stream(info: Info, where: StreamFilter, after: int | None) -> AsyncGen
         sub.close()
 
 
-async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGenerator[BusEvent]:
+async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGenerator[Payload]:
     """`Subscription.events(filter, after)`."""
     cursor = None
     if after is not None:
@@ -114,10 +112,10 @@ async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGen
     if where.namespace is not None:
         require_read(info, where.namespace, f"namespace {where.namespace}")
     async for payload in stream(info, where, cursor):
-        yield BusEvent.from_payload(payload)
+        yield payload
 
 
-async def instance_updated(info: Info, ident: str) -> AsyncGenerator[Instance]:
+async def instance_updated(info: Info, ident: str) -> AsyncGenerator[ProcessRecord]:
     """`Subscription.instanceUpdated(id)`: the instance as it is after each of its events."""
     pid = local_id(ident, "Instance")
     rt = runtime(info)
@@ -130,13 +128,13 @@ async def instance_updated(info: Info, ident: str) -> AsyncGenerator[Instance]:
         if fresh is None:
             continue
         info.context.loaders["graph"] = Loaders(rt)  # nested fields must not read stale rows
-        yield Instance.from_record(fresh)
+        yield fresh
 
 
-async def assignment_queue(info: Info, team: str) -> AsyncGenerator[BusEvent]:
+async def assignment_queue(info: Info, team: str) -> AsyncGenerator[Payload]:
     """`Subscription.assignmentQueue(team)`: assignment and SLA events of one team."""
     me = viewer(info)
     if not me.is_admin and team.lower() not in {g.role.lower() for g in me.grants}:
         raise DomainError(FORBIDDEN, f"only members of team {team!r} may watch its queue")
     async for payload in stream(info, StreamFilter(types=QUEUE_TYPES, team=team), None):
-        yield BusEvent.from_payload(payload)
+        yield payload

@@ -11,11 +11,11 @@ from strawberry.types import Info
 
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, DomainError
 from stateward.domain.paths import is_namespace
+from stateward.records import DeliveryRecord
 from stateward.resolvers.context import require_read, runtime
+from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
 from stateward.runtime.access.auth import ADMIN
 from stateward.runtime.sweeps import webhooks
-from stateward.schema.types.connection import Connection, decode_cursor, page_size
-from stateward.schema.types.webhook import WebhookDelivery
 
 STATUSES = ("pending", "delivered", "failed")
 
@@ -31,7 +31,7 @@ def _before(after: str | None) -> int | None:
 
 async def webhook_deliveries(
     info: Info, namespace: str, status: str | None, first: int | None, after: str | None
-) -> Connection[WebhookDelivery]:
+) -> Page[DeliveryRecord]:
     """`Query.webhookDeliveries(namespace, status)`: newest first, admins of it only."""
     if not is_namespace(namespace):
         raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
@@ -45,7 +45,4 @@ async def webhook_deliveries(
     rows = await webhooks.list_deliveries(
         runtime(info), namespace, limit + 1, status=status, before_id=before
     )
-    return Connection.from_page(
-        rows, limit, key=lambda d: (d.id,), has_previous=before is not None,
-        wrap=WebhookDelivery.from_record,
-    )  # fmt: skip
+    return page_of(rows, limit, key=lambda d: (d.id,), has_previous=before is not None)

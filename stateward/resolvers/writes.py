@@ -1,12 +1,15 @@
 """Mutation resolvers: every change becomes an envelope on the runtime's one path.
 
 Bearer-token callers get server-attested envelopes (built and signed by the node key on
-their behalf); `submitEvent` takes an envelope the client signed itself.
+their behalf); `submitEvent` takes an envelope the client signed itself. Each returns what
+the runtime answered (an `ActResult`, a record, a deployed workflow, registry facts); the
+schema wraps it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -14,15 +17,14 @@ from strawberry.types import Info
 from stateward.domain import events as ev
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import registry_id
+from stateward.records import ProcessRecord
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
 from stateward.runtime.access import auth, registry
+from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import commands, queries
 from stateward.runtime.core.act import ActResult, act, parse_signed
-from stateward.schema.types.instance import Instance
-from stateward.schema.types.registry import Registry
-from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session
-from stateward.schema.types.workflow import Workflow
+from stateward.runtime.core.queries import RegistryFacts
 
 
 def _object(value: Any, name: str) -> dict[str, Any]:
@@ -33,33 +35,34 @@ def _object(value: Any, name: str) -> dict[str, Any]:
     return dict(value)
 
 
-async def auth_challenge(info: Info, public_key: str) -> Challenge:
-    """`authChallenge(publicKey)`."""
-    challenge, expires = await auth.auth_challenge(runtime(info), public_key)
-    return Challenge(challenge=challenge, expires_at=expires)
+async def auth_challenge(info: Info, public_key: str) -> tuple[str, datetime]:
+    """`authChallenge(publicKey)`: (challenge, expires at)."""
+    return await auth.auth_challenge(runtime(info), public_key)
 
 
-async def auth_login(info: Info, public_key: str, challenge: str, signature: str) -> Session:
-    """`authLogin(publicKey, challenge, signature)`."""
-    token, actor, expires = await auth.auth_login(runtime(info), public_key, challenge, signature)
-    return Session(token=token, actor=actor, expires_at=expires)
+async def auth_login(
+    info: Info, public_key: str, challenge: str, signature: str
+) -> tuple[str, str, datetime]:
+    """`authLogin(publicKey, challenge, signature)`: (token, actor, expires at)."""
+    return await auth.auth_login(runtime(info), public_key, challenge, signature)
 
 
 async def create_api_token(
     info: Info, label: str | None, actor: str | None, ttl_seconds: float | None
-) -> ApiToken:
-    """`createApiToken(label, actor)`: for the viewer, or (system admin) for `actor`."""
+) -> tuple[str, str | None, str, datetime | None]:
+    """`createApiToken(label, actor)`: for the viewer, or (system admin) for `actor`;
+    (token, label, actor, expires at)."""
     me = viewer(info)
     token, label, expires = await auth.create_api_token(
         runtime(info), me, label=label, actor=actor, ttl_seconds=ttl_seconds
     )
-    return ApiToken(token=token, label=label, actor=actor or me.actor, expires_at=expires)
+    return token, label, actor or me.actor, expires
 
 
-async def submit_event(info: Info, event: Any, signature: str, signer: str) -> ActionResult:
+async def submit_event(info: Info, event: Any, signature: str, signer: str) -> ActResult:
     """`submitEvent(event, signature, signer)`: a client-signed envelope, as is."""
     signed = parse_signed({"event": event, "signature": signature, "signer": signer})
-    return ActionResult.from_domain(await act(runtime(info), signed, attested=False))
+    return await act(runtime(info), signed, attested=False)
 
 
 def deployed_version(result: ActResult) -> int | None:
@@ -70,25 +73,25 @@ def deployed_version(result: ActResult) -> int | None:
     return None
 
 
-async def _deployed(info: Info, path: str, result: ActResult) -> Workflow:
+async def _deployed(info: Info, path: str, result: ActResult) -> DeployedWorkflow:
     found = await registry.get_workflow(runtime(info), path, deployed_version(result))
     if found is None:
         raise DomainError(NOT_FOUND, f"workflow {path} was not stored")
-    return Workflow.from_domain(found.definition, found.version, found.created_at)
+    return found
 
 
 def _path_of(definition: dict[str, Any]) -> str:
     return str(definition.get("$path", ""))
 
 
-async def add_workflow(info: Info, definition: Any) -> Workflow:
+async def add_workflow(info: Info, definition: Any) -> DeployedWorkflow:
     """`addWorkflow(definition)`: version 1 of a new path."""
     source = _object(definition, "definition")
     result = await registry.deploy_workflow(runtime(info), viewer(info).actor, source)
     return await _deployed(info, _path_of(source), result)
 
 
-async def update_workflow(info: Info, definition: Any) -> Workflow:
+async def update_workflow(info: Info, definition: Any) -> DeployedWorkflow:
     """`updateWorkflow(definition)`: the next version of an existing path."""
     source = _object(definition, "definition")
     result = await registry.update_workflow(runtime(info), viewer(info).actor, source)
@@ -101,75 +104,72 @@ async def remove_workflow(info: Info, path: str) -> bool:
     return True
 
 
-async def _registry(info: Info, namespace: str) -> Registry:
-    facts = await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
-    seq = facts.process.seq if facts.process is not None else None
-    return Registry.from_records(
-        namespace, registry_id(namespace), seq, facts.members, facts.modules,
-        facts.process.data if facts.process is not None else None,
-    )  # fmt: skip
+async def _registry(info: Info, namespace: str) -> RegistryFacts:
+    return await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
 
 
-async def add_module(info: Info, namespace: str, name: str, source: str) -> Registry:
+async def add_module(info: Info, namespace: str, name: str, source: str) -> RegistryFacts:
     """`addModule(namespace, name, source)`."""
     await registry.add_module(runtime(info), viewer(info).actor, namespace, name, source)
     return await _registry(info, namespace)
 
 
-async def update_module(info: Info, namespace: str, name: str, source: str) -> Registry:
+async def update_module(info: Info, namespace: str, name: str, source: str) -> RegistryFacts:
     """`updateModule(namespace, name, source)`."""
     await registry.update_module(runtime(info), viewer(info).actor, namespace, name, source)
     return await _registry(info, namespace)
 
 
-async def grant_role(info: Info, namespace: str, actor: str, roles: list[str]) -> Registry:
+async def grant_role(info: Info, namespace: str, actor: str, roles: list[str]) -> RegistryFacts:
     """`grantRole(namespace, actor, roles)`."""
     await registry.grant_role(runtime(info), viewer(info).actor, namespace, actor, roles)
     return await _registry(info, namespace)
 
 
-async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) -> Registry:
+async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) -> RegistryFacts:
     """`revokeRole(namespace, actor, roles)`."""
     await registry.revoke_role(runtime(info), viewer(info).actor, namespace, actor, roles)
     return await _registry(info, namespace)
 
 
-async def set_webhook(info: Info, namespace: str, url: str | None, secret: str | None) -> Registry:
+async def set_webhook(
+    info: Info, namespace: str, url: str | None, secret: str | None
+) -> RegistryFacts:
     """`setWebhook(namespace, url, secret)`: a `set_webhook` registry event (admin only);
     a null `url` removes the webhook."""
     await registry.set_webhook(runtime(info), viewer(info).actor, namespace, url, secret)
     return await _registry(info, namespace)
 
 
-async def start_instance(info: Info, workflow: str, data: Any, ident: str | None) -> Instance:
+async def start_instance(info: Info, workflow: str, data: Any, ident: str | None) -> ProcessRecord:
     """`startInstance(workflow, data, id)`."""
     pid = local_id(ident, "Instance") if ident else None
     result = await commands.start_instance(
         runtime(info), viewer(info).actor, workflow, _object(data, "data"), pid
     )
-    return Instance.from_record(result.record)
+    return result.record
 
 
-async def perform_action(info: Info, instance: str, action: str, input: Any) -> ActionResult:
+async def perform_action(info: Info, instance: str, action: str, input: Any) -> ActResult:
     """`performAction(instance, action, input)`."""
     result = await commands.perform_action(
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), action,
         _object(input, "input"),
     )  # fmt: skip
-    return ActionResult.from_domain(result)
+    return result
 
 
-async def advance(info: Info, instance: str, input: Any) -> ActionResult:
+async def advance(info: Info, instance: str, input: Any) -> ActResult:
     """`advance(instance, input)`: the first applicable action out of the current state."""
     result = await commands.advance_instance(
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), _object(input, "input")
     )
-    return ActionResult.from_domain(result)
+    return result
 
 
-async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActionResult:
+async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActResult:
     """`cancelInstance(instance, reason)`."""
     result = await commands.cancel_instance(
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), reason
     )
-    return ActionResult.from_domain(result)
+    return result

@@ -1,4 +1,7 @@
-"""`Mutation`: every change of DESIGN §10, each an envelope on the runtime's one path."""
+"""`Mutation`: every change of DESIGN §10, each an envelope on the runtime's one path.
+
+Each field calls one resolver and wraps what it returns into the field's type.
+"""
 
 from __future__ import annotations
 
@@ -20,34 +23,39 @@ class Mutation:
 
     @strawberry.mutation(description="A single-use login challenge for a public key (120 s).")
     async def auth_challenge(self, info: Info, public_key: str) -> Challenge:
-        return await writes.auth_challenge(info, public_key)
+        challenge, expires = await writes.auth_challenge(info, public_key)
+        return Challenge(challenge=challenge, expires_at=expires)
 
     @strawberry.mutation(description="Exchange a signed challenge for a session token.")
     async def auth_login(
         self, info: Info, public_key: str, challenge: str, signature: str
     ) -> Session:
-        return await writes.auth_login(info, public_key, challenge, signature)
+        token, actor, expires = await writes.auth_login(info, public_key, challenge, signature)
+        return Session(token=token, actor=actor, expires_at=expires)
 
     @strawberry.mutation(description="An API token for the viewer (a system admin: any actor).")
     async def create_api_token(
         self, info: Info, label: str | None = None, actor: str | None = None,
         ttl_seconds: float | None = None,
     ) -> ApiToken:  # fmt: skip
-        return await writes.create_api_token(info, label, actor, ttl_seconds)
+        token, label, owner, expires = await writes.create_api_token(
+            info, label, actor, ttl_seconds
+        )
+        return ApiToken(token=token, label=label, actor=owner, expires_at=expires)
 
     @strawberry.mutation(description="Submit an envelope signed by the client's own key.")
     async def submit_event(
         self, info: Info, event: JSON, signature: str, signer: str
     ) -> ActionResult:
-        return await writes.submit_event(info, event, signature, signer)
+        return ActionResult.from_domain(await writes.submit_event(info, event, signature, signer))
 
     @strawberry.mutation
     async def add_workflow(self, info: Info, definition: JSON) -> Workflow:
-        return await writes.add_workflow(info, definition)
+        return Workflow.from_version(await writes.add_workflow(info, definition))
 
     @strawberry.mutation
     async def update_workflow(self, info: Info, definition: JSON) -> Workflow:
-        return await writes.update_workflow(info, definition)
+        return Workflow.from_version(await writes.update_workflow(info, definition))
 
     @strawberry.mutation
     async def remove_workflow(self, info: Info, path: str) -> bool:
@@ -55,77 +63,78 @@ class Mutation:
 
     @strawberry.mutation
     async def clone_workflow(self, info: Info, source: str, target: str) -> Workflow:
-        return await packages.clone_workflow(info, source, target)
+        return Workflow.from_version(await packages.clone_workflow(info, source, target))
 
     @strawberry.mutation(description="Deploy a package's workflows and modules (all or nothing).")
     async def import_package(self, info: Info, package: JSON) -> list[Workflow]:
-        return await packages.import_package(info, package)
+        return [Workflow.from_version(w) for w in await packages.import_package(info, package)]
 
     @strawberry.mutation
     async def add_module(self, info: Info, namespace: str, name: str, source: str) -> Registry:
-        return await writes.add_module(info, namespace, name, source)
+        return Registry.from_facts(await writes.add_module(info, namespace, name, source))
 
     @strawberry.mutation
     async def update_module(self, info: Info, namespace: str, name: str, source: str) -> Registry:
-        return await writes.update_module(info, namespace, name, source)
+        return Registry.from_facts(await writes.update_module(info, namespace, name, source))
 
     @strawberry.mutation
     async def grant_role(
         self, info: Info, namespace: str, actor: str, roles: list[str]
     ) -> Registry:
-        return await writes.grant_role(info, namespace, actor, roles)
+        return Registry.from_facts(await writes.grant_role(info, namespace, actor, roles))
 
     @strawberry.mutation
     async def revoke_role(
         self, info: Info, namespace: str, actor: str, roles: list[str]
     ) -> Registry:
-        return await writes.revoke_role(info, namespace, actor, roles)
+        return Registry.from_facts(await writes.revoke_role(info, namespace, actor, roles))
 
     @strawberry.mutation(description="Set (or with a null url remove) the namespace webhook.")
     async def set_webhook(
         self, info: Info, namespace: str, url: str | None = None, secret: str | None = None
     ) -> Registry:
-        return await writes.set_webhook(info, namespace, url, secret)
+        return Registry.from_facts(await writes.set_webhook(info, namespace, url, secret))
 
     @strawberry.mutation
     async def start_instance(
         self, info: Info, workflow: str, data: JSON | None = None, id: str | None = None
     ) -> Instance:
-        return await writes.start_instance(info, workflow, data, id)
+        return Instance.from_record(await writes.start_instance(info, workflow, data, id))
 
     @strawberry.mutation
     async def perform_action(
         self, info: Info, instance: str, action: str, input: JSON | None = None
     ) -> ActionResult:
-        return await writes.perform_action(info, instance, action, input)
+        result = await writes.perform_action(info, instance, action, input)
+        return ActionResult.from_domain(result)
 
     @strawberry.mutation
     async def advance(self, info: Info, instance: str, input: JSON | None = None) -> ActionResult:
-        return await writes.advance(info, instance, input)
+        return ActionResult.from_domain(await writes.advance(info, instance, input))
 
     @strawberry.mutation
     async def cancel_instance(
         self, info: Info, instance: str, reason: str | None = None
     ) -> ActionResult:
-        return await writes.cancel_instance(info, instance, reason)
+        return ActionResult.from_domain(await writes.cancel_instance(info, instance, reason))
 
     @strawberry.mutation
     async def claim_assignment(self, info: Info, id: str) -> Assignment:
-        return await kernel.claim(info, id)
+        return Assignment.from_record(await kernel.claim(info, id))
 
     @strawberry.mutation
     async def unclaim_assignment(self, info: Info, id: str) -> Assignment:
-        return await kernel.unclaim(info, id)
+        return Assignment.from_record(await kernel.unclaim(info, id))
 
     @strawberry.mutation
     async def complete_assignment(
         self, info: Info, id: str, review_data: JSON | None = None, action: str | None = None
     ) -> Assignment:
-        return await kernel.complete(info, id, review_data, action)
+        return Assignment.from_record(await kernel.complete(info, id, review_data, action))
 
     @strawberry.mutation
     async def cancel_assignment(self, info: Info, id: str) -> Assignment:
-        return await kernel.cancel(info, id)
+        return Assignment.from_record(await kernel.cancel(info, id))
 
     @strawberry.mutation
     async def issue_entry_token(self, info: Info, instance: str) -> str:
@@ -135,10 +144,11 @@ class Mutation:
     async def start_public(
         self, info: Info, workflow: str, data: JSON | None = None
     ) -> PublicEntry:
-        return await kernel.start_public(info, workflow, data)
+        token, view = await kernel.start_public(info, workflow, data)
+        return PublicEntry(token=token, view=PublicView.from_domain(view))
 
     @strawberry.mutation(description="A visitor acts (or advances) on its current step.")
     async def advance_public(
         self, info: Info, token: str, action: str | None = None, input: JSON | None = None
     ) -> PublicView:
-        return await kernel.advance_public(info, token, action, input)
+        return PublicView.from_domain(await kernel.advance_public(info, token, action, input))

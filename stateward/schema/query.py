@@ -1,6 +1,12 @@
-"""`Query`: the read side of DESIGN §10 (names fixed; every resolver is in `resolvers/`)."""
+"""`Query`: the read side of DESIGN §10 (names fixed; every resolver is in `resolvers/`).
+
+Each field calls one resolver and wraps what it returns into the field's type.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
@@ -15,7 +21,19 @@ from stateward.schema.types.public import PublicView
 from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import Notification, ValidationReport, Verification
 from stateward.schema.types.webhook import WebhookDelivery
-from stateward.schema.types.workflow import Workflow
+from stateward.schema.types.workflow import Action, State, Workflow
+
+#: How `node(id)` wraps what `resolvers.nodes.node` found, by type name.
+NODE_TYPES: dict[str, Callable[[Any], Node]] = {
+    "Registry": Registry.from_facts,
+    "Workflow": lambda w: Workflow.from_domain(w.definition, w.version, w.created_at, w.removed),
+    "State": lambda ws: State.from_domain(ws[0].definition, ws[0].version, ws[1]),
+    "Action": lambda wa: Action.from_domain(wa[0].definition, wa[0].version, wa[1]),
+    "Instance": Instance.from_record,
+    "Event": Event.from_record,
+    "Assignment": Assignment.from_record,
+    "Notification": Notification.from_record,
+}
 
 
 @strawberry.type
@@ -24,11 +42,13 @@ class Query:
 
     @strawberry.field(description="Any object by its Relay global id.")
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
-        return await nodes.node(info, id)  # type: ignore[no-any-return]
+        type_name, found = await nodes.node(info, id)
+        return NODE_TYPES[type_name](found)
 
     @strawberry.field(description="The authenticated actor (null when anonymous).")
     def viewer(self, info: Info) -> Actor | None:
-        return reads.viewer_actor(info)
+        actor = reads.viewer_actor(info)
+        return None if actor is None else Actor(id=actor)
 
     @strawberry.field(description="The deployment id every envelope must name as `net`.")
     def net(self, info: Info) -> str:
@@ -40,22 +60,24 @@ class Query:
 
     @strawberry.field
     async def registry(self, info: Info, namespace: str) -> Registry:
-        return await reads.registry_of(info, namespace)
+        return Registry.from_facts(await reads.registry_of(info, namespace))
 
     @strawberry.field(description="A workflow version (the latest unless `version`).")
     async def workflow(self, info: Info, path: str, version: int | None = None) -> Workflow:
-        return await reads.workflow(info, path, version)
+        w = await reads.workflow(info, path, version)
+        return Workflow.from_domain(w.definition, w.version, w.created_at, w.removed)
 
     @strawberry.field(description="Latest versions of live workflows (one namespace or all).")
     async def workflows(
         self, info: Info, namespace: str | None = None, first: int | None = None,
         after: str | None = None,
     ) -> Connection[Workflow]:  # fmt: skip
-        return await reads.workflows(info, namespace, first, after)
+        page = await reads.workflows(info, namespace, first, after)
+        return Connection.of(page, Workflow.from_version)
 
     @strawberry.field(description="An instance by UUID or node id.")
     async def instance(self, info: Info, id: str) -> Instance:
-        return await reads.instance(info, id)
+        return Instance.from_record(await reads.instance(info, id))
 
     @strawberry.field(description="Instances, oldest first.")
     async def instances(
@@ -63,52 +85,58 @@ class Query:
         after: str | None = None,
     ) -> Connection[Instance]:  # fmt: skip
         f = filter or InstanceFilter()
-        return await reads.instances(
+        page = await reads.instances(
             info, first, after, namespace=f.namespace, workflow=f.workflow, state=f.state,
             status=f.status, parent=f.parent,
         )  # fmt: skip
+        return Connection.of(page, Instance.from_record)
 
     @strawberry.field(description="A team's review queue, oldest first.")
     async def assignments(
         self, info: Info, team: str, status: str | None = None, first: int | None = None,
         after: str | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        return await kernel.team_queue(info, team, status, first, after)
+        page = await kernel.team_queue(info, team, status, first, after)
+        return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="Assignments the viewer claimed.")
     async def my_assignments(
         self, info: Info, status: str | None = None, first: int | None = None,
         after: str | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        return await kernel.my_queue(info, status, first, after)
+        page = await kernel.my_queue(info, status, first, after)
+        return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="A process's signed log (instance or registry), by seq.")
     async def events(
         self, info: Info, process: str, first: int | None = None, after: str | None = None
     ) -> Connection[Event]:
-        return await reads.process_events(info, process, first, after)
+        page = await reads.process_events(info, process, first, after)
+        return Connection.of(page, Event.from_record)
 
     @strawberry.field(description="The viewer's and its teams' notifications, newest first.")
     async def notifications(
         self, info: Info, first: int | None = None, after: str | None = None,
         unread_only: bool = False,
     ) -> Connection[Notification]:  # fmt: skip
-        return await kernel.notifications(info, first, after, unread_only)
+        page = await kernel.notifications(info, first, after, unread_only)
+        return Connection.of(page, Notification.from_record)
 
     @strawberry.field(description="A namespace's webhook deliveries, newest first (admins).")
     async def webhook_deliveries(
         self, info: Info, namespace: str, status: str | None = None, first: int | None = None,
         after: str | None = None,
     ) -> Connection[WebhookDelivery]:  # fmt: skip
-        return await webhooks.webhook_deliveries(info, namespace, status, first, after)
+        page = await webhooks.webhook_deliveries(info, namespace, status, first, after)
+        return Connection.of(page, WebhookDelivery.from_record)
 
     @strawberry.field(description="A visitor's view of its instance (no login needed).")
     async def public_entry(self, info: Info, token: str) -> PublicView:
-        return await kernel.public_entry(info, token)
+        return PublicView.from_domain(await kernel.public_entry(info, token))
 
     @strawberry.field(description="Re-check signatures, hash chain and replay of a process.")
     async def verify_process(self, info: Info, id: str) -> Verification:
-        return await reads.verify_process(info, id)
+        return Verification.from_domain(await reads.verify_process(info, id))
 
     @strawberry.field(description="A package of workflows and modules of a namespace.")
     async def export_package(
@@ -118,4 +146,4 @@ class Query:
 
     @strawberry.field(description="Validate a definition without deploying it.")
     async def validate_workflow(self, info: Info, definition: JSON) -> ValidationReport:
-        return await reads.validate(info, definition)
+        return ValidationReport.from_domain(await reads.validate(info, definition))

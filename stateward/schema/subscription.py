@@ -23,15 +23,15 @@ class Subscription:
     ) -> AsyncGenerator[BusEvent]:
         f = filter or EventFilter()
         where = streams.make_filter(f.types, f.namespace, f.workflow, f.instance, f.team)
-        async for item in streams.events(info, where, after):
-            yield item
+        async for payload in streams.events(info, where, after):
+            yield BusEvent.from_payload(payload)
 
     @strawberry.subscription(description="The instance after each of its events.")
     async def instance_updated(self, info: Info, id: str) -> AsyncGenerator[Instance]:
-        async for item in streams.instance_updated(info, id):
-            yield item
+        async for record in streams.instance_updated(info, id):
+            yield Instance.from_record(record)
 
     @strawberry.subscription(description="Assignment and SLA events of one team's queue.")
     async def assignment_queue(self, info: Info, team: str) -> AsyncGenerator[BusEvent]:
-        async for item in streams.assignment_queue(info, team):
-            yield item
+        async for payload in streams.assignment_queue(info, team):
+            yield BusEvent.from_payload(payload)

@@ -1,9 +1,10 @@
 """Instances (running workflows), their events and assignments, and actors.
 
-The scalar fields come straight from the persistence records; everything that needs
-another row (workflow version, state, parent, assignments, last events) goes through the
-request's DataLoaders in `stateward.resolvers.instances`, so listing 50 instances with
-their workflow, state, assignments and last events costs a fixed number of queries.
+The scalar fields come straight from the read-model records (`stateward.records`);
+everything that needs another row (workflow version, state, parent, assignments, last
+events) goes through the request's DataLoaders in `stateward.resolvers.instances`, so
+listing 50 instances with their workflow, state, assignments and last events costs a
+fixed number of queries.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from strawberry.types import Info
 from stateward.domain.canonical import canonical_bytes
 from stateward.domain.registry import redact_input
 from stateward.records import AssignmentRecord, ProcessRecord, StoredEvent
+from stateward.resolvers import instances, reads
 from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
@@ -39,14 +41,10 @@ class Actor:
 
     @strawberry.field(description="Roles this actor holds in `namespace`.")
     async def roles(self, info: Info, namespace: str) -> list[str]:
-        from stateward.resolvers import reads
-
         return await reads.actor_roles(info, self.id, namespace)
 
     @strawberry.field(description="Namespaces where this actor holds a role (viewer only).")
     def namespaces(self, info: Info) -> list[str]:
-        from stateward.resolvers import reads
-
         return reads.actor_namespaces(info, self.id)
 
 
@@ -129,9 +127,7 @@ class Assignment(Node):
 
     @strawberry.field
     async def instance(self, info: Info) -> Instance | None:
-        from stateward.resolvers import instances
-
-        return await instances.instance_by_id(info, self.instance_id)
+        return _instance(await instances.instance_by_id(info, self.instance_id))
 
 
 @strawberry.type
@@ -172,63 +168,64 @@ class Instance(Node):
 
     @strawberry.field(description="The workflow version this instance is pinned to.")
     async def workflow(self, info: Info) -> WorkflowRef:
-        from stateward.resolvers import instances
+        from stateward.schema.types.workflow import Workflow
 
-        return await instances.workflow_of(info, self._record)
+        found = await instances.definition_of(info, self._record)
+        return Workflow.from_domain(found.definition, found.version, found.created_at)
 
     @strawberry.field(description="The current state.")
     async def state(self, info: Info) -> StateRef:
-        from stateward.resolvers import instances
+        from stateward.schema.types.workflow import State
 
-        return await instances.state_of(info, self._record)
+        found, state = await instances.state_of(info, self._record)
+        return State.from_domain(found.definition, found.version, state)
 
     @strawberry.field(description="True when the current state is terminal.")
     async def terminal(self, info: Info) -> bool:
-        from stateward.resolvers import instances
-
-        return (await instances.state_of(info, self._record)).terminal
+        return (await instances.state_of(info, self._record))[1].terminal
 
     @strawberry.field
     async def parent(self, info: Info) -> Instance | None:
-        from stateward.resolvers import instances
-
         if self.parent_id is None:
             return None
-        return await instances.instance_by_id(info, self.parent_id)
+        return _instance(await instances.instance_by_id(info, self.parent_id))
 
     @strawberry.field(description="Instances this one spawned, oldest first.")
     async def children(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[Instance]:
-        from stateward.resolvers import instances
-
-        return await instances.children_of(info, self.instance_id, first, after)
+        page = await instances.children_of(info, self.instance_id, first, after)
+        return Connection.of(page, Instance.from_record)
 
     @strawberry.field(description="This instance's log, in seq order.")
     async def events(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[Event]:
-        from stateward.resolvers import reads
-
-        return await reads.process_events(info, self.instance_id, first, after)
+        page = await reads.process_events(info, self.instance_id, first, after)
+        return Connection.of(page, Event.from_record)
 
     @strawberry.field(description="The last `count` events (at most 20), in seq order.")
     async def last_events(self, info: Info, count: int = 5) -> list[Event]:
-        from stateward.resolvers import instances
-
-        return await instances.last_events_of(info, self.instance_id, count)
+        rows = await instances.last_events_of(info, self.instance_id, count)
+        return [Event.from_record(e) for e in rows]
 
     @strawberry.field(description="Assignments of this instance, oldest first.")
     async def assignments(
         self, info: Info, first: int | None = None, after: str | None = None,
         status: str | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        from stateward.resolvers import instances
-
-        return await instances.assignments_of(info, self.instance_id, first, after, status)
+        page = await instances.assignments_of(info, self.instance_id, first, after, status)
+        return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="Actions the viewer could perform now (role, state, guard).")
     async def available_actions(self, info: Info) -> list[ActionRef]:
-        from stateward.resolvers import instances
+        from stateward.schema.types.workflow import Action
 
-        return await instances.available_actions_of(info, self._record)
+        found, allowed = await instances.available_actions_of(info, self._record)
+        if found is None:
+            return []
+        return [Action.from_domain(found.definition, found.version, a) for a in allowed]
+
+
+def _instance(record: ProcessRecord | None) -> Instance | None:
+    return None if record is None else Instance.from_record(record)

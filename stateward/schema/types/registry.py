@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 from strawberry.types import Info
 
+from stateward.domain.paths import registry_id
 from stateward.records import GrantRecord, ModuleRecord
+from stateward.resolvers import reads
 from stateward.resolvers.ids import to_global_id
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
 
 if TYPE_CHECKING:
+    from stateward.runtime.core.queries import RegistryFacts
     from stateward.schema.types.workflow import Workflow
 
 WorkflowRef = Annotated["Workflow", strawberry.lazy("stateward.schema.types.workflow")]
@@ -63,6 +66,16 @@ class Registry(Node):
     )
 
     @classmethod
+    def from_facts(cls, facts: RegistryFacts) -> Registry:
+        """The registry a resolver read (`runtime.core.queries.RegistryFacts`)."""
+        process = facts.process
+        return cls.from_records(
+            facts.namespace, registry_id(facts.namespace),
+            process.seq if process is not None else None, facts.members, facts.modules,
+            process.data if process is not None else None,
+        )  # fmt: skip
+
+    @classmethod
     def from_records(
         cls, namespace: str, process_id: str, seq: int | None,
         grants: list[GrantRecord], modules: list[ModuleRecord],
@@ -85,6 +98,7 @@ class Registry(Node):
     async def workflows(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[WorkflowRef]:
-        from stateward.resolvers import reads
+        from stateward.schema.types.workflow import Workflow
 
-        return await reads.workflows(info, self.namespace, first, after)
+        page = await reads.workflows(info, self.namespace, first, after)
+        return Connection.of(page, Workflow.from_version)

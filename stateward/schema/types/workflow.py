@@ -10,12 +10,13 @@ are flagged; self-effects are loops with `selfEffect: true`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
 
 from stateward.domain.model import ActionDef, Definition, StateDef
+from stateward.resolvers import reads
 from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
@@ -292,6 +293,12 @@ class Workflow(Node):
             hash=definition.hash, created_at=created_at, removed=removed,
         )  # fmt: skip
 
+    @classmethod
+    def from_version(cls, found: Any) -> Workflow:
+        """A stored version as a resolver returns it: anything with `definition`, `version`
+        and `created_at` (`DeployedWorkflow`, `VersionedDefinition`)."""
+        return cls.from_domain(found.definition, found.version, found.created_at)
+
     def _states(self) -> list[State]:
         d = self._definition
         return [State.from_domain(d, self.version, s) for s in d.states.values()]
@@ -336,28 +343,26 @@ class Workflow(Node):
     async def versions(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[Workflow]:
-        from stateward.resolvers import reads
-
-        return await reads.workflow_versions(info, self.path, first, after)
+        page = await reads.workflow_versions(info, self.path, first, after)
+        return Connection.of(page, Workflow.from_version)
 
     @strawberry.field(description="Instances of this path (any version), oldest first.")
     async def instances(
         self, info: Info, first: int | None = None, after: str | None = None,
         status: str | None = None, state: str | None = None,
     ) -> Connection[InstanceRef]:  # fmt: skip
-        from stateward.resolvers import reads
+        from stateward.schema.types.instance import Instance
 
-        return await reads.instances(
+        page = await reads.instances(
             info, first, after, workflow=self.path, status=status, state=state
         )
+        return Connection.of(page, Instance.from_record)
 
     @strawberry.field(
         description="Started/completed/cancelled counts, cycle time p50/p90, dwell and SLA "
         "compliance per state, from the event log (all versions unless `thisVersion`)."
     )
     async def analytics(self, info: Info, this_version: bool = False) -> JSON:
-        from stateward.resolvers import reads
-
         return await reads.workflow_analytics(
             info, self.path, self.version if this_version else None
         )
