@@ -26,6 +26,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy stateward
+	$(BIN)/lint-imports
 
 check: lint test
 
