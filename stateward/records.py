@@ -1,7 +1,9 @@
-"""Frozen dataclasses for rows the domain has no type for.
+"""Read-model records: frozen dataclasses for rows the domain has no type for.
 
 Repositories return these (or `stateward.domain.model` types), never mapped classes, so
-callers cannot trigger lazy loads or accidental writes. Timestamps are aware UTC datetimes.
+callers cannot trigger lazy loads or accidental writes. They sit below persistence, the
+runtime and the GraphQL layer, which reads them from here (never from persistence).
+Timestamps are aware UTC datetimes.
 """
 
 from __future__ import annotations

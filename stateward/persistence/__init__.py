@@ -1,9 +1,9 @@
 """Persistence: SQLAlchemy 2 async models, repositories, unit of work, alembic migrations.
 
 Owns every table and every SQL statement of stateward. Rows are mapped to frozen
-dataclasses (`stateward.domain.model` types or the records of `records.py`) before they
-leave this package: no mapped class escapes. May import `stateward.domain` (for types)
-and nothing else of the project.
+dataclasses (`stateward.domain.model` types or the read-model records of
+`stateward.records`) before they leave this package: no mapped class escapes. May import
+`stateward.domain` and `stateward.records` (for types) and nothing else of the project.
 """
 
 from stateward.persistence.db import create_engine, init_schema, session_factory
