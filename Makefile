@@ -14,8 +14,10 @@ $(BIN)/stateward: pyproject.toml
 setup: $(BIN)/stateward
 
 # Start the server on SQLite (./stateward.db) with the example workflows and a ready token.
+# `make demo PORT=8001` picks the port (the same as STATEWARD_PORT=8001; default 8000).
+PORT ?=
 demo: setup
-	$(BIN)/stateward serve --demo
+	$(if $(PORT),STATEWARD_PORT=$(PORT) )$(BIN)/stateward serve --demo
 
 # Run the whole test suite (PostgreSQL/Redis tests run when STATEWARD_TEST_POSTGRES_URL /
 # STATEWARD_TEST_REDIS_URL are set, as .ci/run does; they skip with a reason otherwise).

@@ -10,7 +10,12 @@ Measured in one run, every server in its own process on a fresh SQLite file:
 3. Event delivery: `--subscribers` websocket subscribers (graphql-transport-ws) on the
    stateward server; actions are performed one instance each; every subscriber must get
    every event: deliveries/s and p99 latency from sending the mutation to receipt.
-Usage: `python bench/api.py [--quick] [--json]`; `--json` prints one JSON object last.
+4. `metrics_overhead`: two fresh `stateward serve` processes, one plain and one with
+   `STATEWARD_METRICS=1` and OpenTelemetry tracing exporting over OTLP/HTTP to a local sink
+   (a process that accepts and drops `/v1/traces`), measured in alternating rounds:
+   actions/s observed ÷ plain (goal >= 0.9).
+Usage: `python bench/api.py [--quick] [--json] [--only metrics_overhead]`; `--json`
+prints one JSON object last.
 """
 
 from __future__ import annotations
@@ -130,6 +135,32 @@ def bare_server(db: str) -> None:
             await asyncio.sleep(0.02)
         port = server.servers[0].sockets[0].getsockname()[1]
         print(f"listening on http://127.0.0.1:{port}/insert", flush=True)
+        await task
+
+    asyncio.run(serve())
+
+
+def otlp_sink() -> None:
+    """`--otlp-sink`: accept OTLP/HTTP trace exports and drop them; prints its URL."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def traces(request: Request) -> Response:
+        await request.body()
+        return Response(b"", media_type="application/x-protobuf")
+
+    app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+
+    async def serve() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        print(f"listening on http://127.0.0.1:{port}", flush=True)
         await task
 
     asyncio.run(serve())
@@ -306,6 +337,65 @@ async def bench_delivery(url: str, token: str, subscribers: int, events: int) ->
     }
 
 
+async def bench_overhead(
+    plain: tuple[str, str], observed: tuple[str, str], clients: int, seconds: float, rounds: int
+) -> dict[str, float]:
+    """performAction on a plain and an observed server in alternating rounds."""
+    ids = {url: await prepare(url, token, clients) for url, token in (plain, observed)}
+    totals = {plain[0]: [0, 0.0], observed[0]: [0, 0.0]}
+
+    async def run(url: str, token: str, span: float) -> tuple[int, float]:
+        began = time.perf_counter()
+        count, _ = await hammer(
+            url, clients, span,
+            lambda i, n: {"query": ACT, "variables": {"i": ids[url][i]}},
+            {"Authorization": f"Bearer {token}"},
+        )  # fmt: skip
+        return count, time.perf_counter() - began
+
+    for url, token in (plain, observed):
+        await run(url, token, 0.5)  # warm-up
+    for _ in range(rounds):
+        for url, token in (plain, observed):
+            count, spent = await run(url, token, seconds / rounds)
+            totals[url][0] += count
+            totals[url][1] += spent
+    plain_rate = totals[plain[0]][0] / totals[plain[0]][1]
+    observed_rate = totals[observed[0]][0] / totals[observed[0]][1]
+    return {
+        "plain_actions_per_s": plain_rate,
+        "observed_actions_per_s": observed_rate,
+        "metrics_overhead": observed_rate / plain_rate,
+    }
+
+
+def run_overhead(tmp: str, clients: int, seconds: float, rounds: int) -> dict[str, float]:
+    """Start the sink and the two servers, measure, stop them."""
+    procs: list[Proc] = []
+    try:
+        sink = Proc([sys.executable, __file__, "--otlp-sink"], {}, tmp)
+        procs.append(sink)
+        servers = []
+        for name, extra in (
+            ("plain", {}),
+            ("observed", {"STATEWARD_METRICS": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url}),
+        ):
+            env = {
+                "STATEWARD_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/{name}.db",
+                "STATEWARD_OPERATOR_KEY_FILE": f"{tmp}/{name}-operator.json",
+                "STATEWARD_BUS_URL": "memory://",
+                **extra,
+            }
+            cmd = [sys.executable, "-m", "stateward.cli", "serve", "--port", "0"]
+            procs.append(Proc(cmd, env, tmp))
+            url = procs[-1].url
+            servers.append((url, asyncio.run(login(url, Path(tmp) / f"{name}-operator.json"))))
+        return asyncio.run(bench_overhead(servers[0], servers[1], clients, seconds, rounds))
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
 async def login(url: str, key_file: Path) -> str:
     """A session token for the operator key (challenge signed with it)."""
     from stateward.governance.keys import read_key_file
@@ -331,14 +421,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--subscribers", type=int, default=500)
+    parser.add_argument("--only", choices=["metrics_overhead"], help="run one measurement")
     parser.add_argument("--bare-server", metavar="DB_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--otlp-sink", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bare_server:
         bare_server(args.bare_server)
         return 0
+    if args.otlp_sink:
+        otlp_sink()
+        return 0
     seconds = 6.0 if args.quick else 30.0
     rounds = 2 if args.quick else 6
     events = 20 if args.quick else 100
+    if args.only == "metrics_overhead":
+        with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
+            result = run_overhead(tmp, args.clients, seconds, rounds)
+        print_overhead(result, args.json)
+        return 0
     with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
         env = {
             "STATEWARD_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/api.db",
@@ -362,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
             bare.stop()
+        result.update(run_overhead(tmp, args.clients, seconds, rounds))
     inserts = result["bare_inserts_per_s"]
     print(f"performAction over HTTP : {result['actions_per_s']:8.0f} actions/s  "
           f"p50 {result['p50_ms']:.1f} ms  p99 {result['p99_ms']:.1f} ms")  # fmt: skip
@@ -369,10 +470,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio                   : {result['ratio_vs_bare_starlette']:8.2f}  (goal >= 0.40)")
     print(f"delivery to {args.subscribers} subs  : {result['deliveries_per_s']:8.0f} deliveries/s"
           f"  p99 {result['delivery_p99_ms']:.1f} ms")  # fmt: skip
-    if args.json:
-        print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
-                          for k, v in result.items()}))  # fmt: skip
+    print_overhead(result, args.json)
     return 0
+
+
+def print_overhead(result: dict[str, float], as_json: bool) -> None:
+    """The metrics_overhead line (and the JSON object of every figure)."""
+    if "metrics_overhead" in result:
+        print(f"metrics+tracing on/off  : {result['metrics_overhead']:8.2f}  (goal >= 0.9; "
+              f"{result['observed_actions_per_s']:.0f} vs {result['plain_actions_per_s']:.0f}"
+              " actions/s)")  # fmt: skip
+    if as_json:
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                          for k, v in result.items()}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ Nothing connects at import time: services start in the app's lifespan and stop w
 ends. Routes: `/graphql` (HTTP `Route` + `WebSocketRoute` on the same Strawberry view; a
 `Mount` would break the websocket), `/healthz`, `/readyz`, and in development the vendored
 GraphiQL assets under `/static/graphiql`. Every request passes the body-size limit first.
+Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/metrics`
+when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
+middleware when tracing is configured. `/dashboard` (the operations page, see
+`http/dashboard.py`) in development, in production only with `settings.dashboard`.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from starlette.staticfiles import StaticFiles
 from strawberry.schema import BaseSchema
 
 from stateward.http.body_limit import BodyLimitMiddleware
+from stateward.http.dashboard import dashboard_routes
 from stateward.http.graphiql import STATIC_DIR, STATIC_PATH, offline_graphiql_html
 from stateward.http.graphql_view import DEFAULT_MAX_SUBSCRIPTIONS, StatewardGraphQL
 from stateward.http.health import healthz, readyz
+from stateward.observe import metrics, tracing
+from stateward.observe.http import RequestIdMiddleware, metrics_endpoint, sampling
 from stateward.settings import Settings
 
 # Where the default schema and services come from when the caller passes none.
@@ -57,6 +64,11 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
+    if settings.metrics or settings.metrics_port is not None:
+        metrics.enable()
+    if settings.metrics and settings.metrics_port is None:
+        routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
+    routes.extend(dashboard_routes(settings))
     if view.graphql_ide:
         offline_graphiql_html()  # fail at startup, not on first page view, if assets are stale
         routes.append(Mount(STATIC_PATH, app=StaticFiles(directory=STATIC_DIR), name="graphiql"))
@@ -68,17 +80,32 @@ def create_app(
             await start()
         app.state.lifecycle = "ready"
         try:
-            yield
+            async with sampling(services):
+                yield
         finally:
             app.state.lifecycle = "stopping"
             stop = getattr(services, "stop", None)
             if stop is not None:
                 await stop()
 
+    middleware = [Middleware(RequestIdMiddleware)]
+    tracing.configure_from_env()
+    if tracing.enabled():
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+        middleware.insert(
+            0,
+            Middleware(
+                OpenTelemetryMiddleware,
+                tracer_provider=tracing.provider(),
+                exclude_spans=["receive", "send"],
+            ),
+        )
+    middleware.append(Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
         debug=settings.debug,
         routes=routes,
-        middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)],
+        middleware=middleware,
         lifespan=lifespan,
     )
     app.state.settings = settings

@@ -92,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--demo", action="store_true", help="deploy examples/, start instances, print a token"
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus /metrics on this port (STATEWARD_METRICS_PORT; "
+        "STATEWARD_METRICS=1 serves them at /metrics of the API port)",
+    )
 
     p = sub.add_parser("bench", help="run a benchmark from bench/")
     p.add_argument("name", choices=["engine", "store", "api", "sla"], help="bench/NAME.py")

@@ -29,6 +29,11 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     debug: bool = False
+    #: Serve `/metrics` (STATEWARD_METRICS=1); `metrics_port` serves them on their own port.
+    metrics: bool = False
+    metrics_port: int | None = None
+    #: Serve the operations dashboard at `/dashboard` in production too (STATEWARD_DASHBOARD=1).
+    dashboard: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -55,12 +60,23 @@ class Settings:
             trusted_proxies=_trusted_proxies(e.get("STATEWARD_TRUSTED_PROXIES", "")),
             max_body_bytes=int(e.get("STATEWARD_MAX_BODY_BYTES", str(1024 * 1024))),
             debug=e.get("STATEWARD_DEBUG", "") in ("1", "true", "yes"),
+            host=e.get("STATEWARD_HOST") or cls.host,
+            port=int(e.get("STATEWARD_PORT") or cls.port),
+            metrics=_flag(e.get("STATEWARD_METRICS", "")),
+            metrics_port=int(e["STATEWARD_METRICS_PORT"])
+            if e.get("STATEWARD_METRICS_PORT")
+            else None,
+            dashboard=_flag(e.get("STATEWARD_DASHBOARD", "")),
         )
         return s.with_overrides(**overrides)
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with every non-None override applied."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def _trusted_proxies(value: str) -> tuple[str, ...]:

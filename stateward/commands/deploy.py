@@ -27,6 +27,7 @@ from stateward.domain import errors
 from stateward.domain.canonical import canonical_hash, loads_strict, sha256_hex
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import KeyPair, read_key_file
+from stateward.observe.progress import Bar, progress
 from stateward.runtime.access import registry
 from stateward.runtime.core.services import Runtime
 
@@ -93,17 +94,26 @@ async def _deploy_one(runtime: Runtime, key: KeyPair, item: _Pending) -> None:
 async def _deploy_workflows(runtime: Runtime, key: KeyPair, pending: list[_Pending]) -> list[str]:
     """Deploy in rounds: a file refused only for UNRESOLVED_SPAWN waits for the others."""
     findings: list[str] = []
+    with progress("deploy", total=len(pending)) as bar:
+        findings = await _rounds(runtime, key, pending, bar)
+    return findings
+
+
+async def _rounds(runtime: Runtime, key: KeyPair, pending: list[_Pending], bar: Bar) -> list[str]:
+    findings: list[str] = []
     while pending:
         waiting: list[_Pending] = []
         for item in pending:
             try:
                 await _deploy_one(runtime, key, item)
+                bar.advance()
             except DomainError as exc:
                 item.problems = _problems(exc)
                 if {p.code for p in item.problems} == {errors.UNRESOLVED_SPAWN}:
                     waiting.append(item)
                 else:
                     findings.extend(format_finding(str(item.path), p) for p in item.problems)
+                    bar.advance()
         if len(waiting) == len(pending):
             for item in waiting:
                 findings.extend(format_finding(str(item.path), p) for p in item.problems)

@@ -22,13 +22,15 @@ from stateward.commands.runtime_args import cli_runtime
 from stateward.commands.validate import format_finding
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import KeyPair, read_key_file
+from stateward.observe.progress import progress
 from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.packages.transfer import import_package
 
 
 async def _import(args: argparse.Namespace, key: KeyPair, text: bytes) -> list[DeployedWorkflow]:
     async with cli_runtime(args) as runtime:
-        return await import_package(runtime, key, text)
+        with progress("import (one transaction)"):
+            return await import_package(runtime, key, text)
 
 
 def _read(source: str) -> bytes:

@@ -21,8 +21,11 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from prometheus_client import start_http_server
 
 from stateward.app import create_app
+from stateward.observe import metrics, tracing
+from stateward.observe.logs import configure_logging
 from stateward.settings import Settings
 
 log = logging.getLogger("stateward.serve")
@@ -38,6 +41,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         bus_url=getattr(args, "bus", None),
         mode=getattr(args, "mode", None),
         node_key_file=getattr(args, "node_key_file", None),
+        metrics_port=getattr(args, "metrics_port", None),
     )
 
 
@@ -70,23 +74,29 @@ class _Server(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when startup fails."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     settings = settings_from_args(args)
+    tracing.configure_from_env()
     try:
         return asyncio.run(serve(settings, demo=bool(getattr(args, "demo", False))))
     except KeyboardInterrupt:
         return 0
+    finally:
+        tracing.shutdown()
 
 
 async def serve(settings: Settings, *, demo: bool = False) -> int:
     """Run uvicorn with the app for `settings`; announce readiness once started."""
     app = create_app(settings)
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port, addr=settings.host, registry=metrics.registry())
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         lifespan="on",
         log_level="warning",
+        log_config=None,  # uvicorn logs through our root handler (JSON when asked)
         ws="websockets-sansio",
         timeout_graceful_shutdown=5,
     )
@@ -125,6 +135,10 @@ async def _announce(server: uvicorn.Server, app: Any, settings: Settings, demo: 
             print(f"serve: --demo failed: {error}", file=sys.stderr, flush=True)
             server.should_exit = True
             return
+    if settings.metrics_port is not None:
+        print(f"metrics on http://{host}:{settings.metrics_port}/metrics", flush=True)
+    elif settings.metrics:
+        print(f"metrics on http://{host}:{port}/metrics", flush=True)
     print(f"listening on {url}", flush=True)
 
 

@@ -12,12 +12,18 @@ import sys
 
 from stateward.commands.runtime_args import cli_runtime
 from stateward.domain.errors import DomainError
+from stateward.observe.progress import progress
 from stateward.runtime.insight.verify import VerificationReport, verify
 
 
 async def _verify(args: argparse.Namespace) -> VerificationReport:
     async with cli_runtime(args, register_node=False) as runtime:
-        return await verify(runtime, args.process_id)
+        with progress("verify") as bar:
+
+            def start(count: int) -> None:
+                bar.total = count
+
+            return await verify(runtime, args.process_id, on_start=start, on_process=bar.advance)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,9 @@ from stateward.records import OutboxFilter, OutboxRecord
 O = cast(Table, Outbox.__table__)  # noqa: E741
 MT = cast(Table, Meta.__table__)
 OUTBOX_LOCK_KEY = 0x5354_4157_0002
+#: `meta` key: the highest outbox id committed by a runtime without publishers (a CLI tool
+#: has no bus). Relays publish such rows as a matter of course, not as crash recovery.
+HANDOFF_KEY = "outbox_handoff"
 _LOCKED = "stateward.outbox_locked"
 _INSERT = insert(O).returning(*O.c)
 

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.governance.keys import generate_keypair, read_key_file, write_key_file
+from stateward.observe import tracing
 from stateward.runtime.access import genesis
 from stateward.runtime.access.auth import Viewer, authenticate
 from stateward.runtime.core.services import Runtime
@@ -145,6 +146,7 @@ class Services:
         try:
             if self._runtime is None:
                 self._runtime = await Runtime.open(self.settings)
+                tracing.instrument_engine(self._runtime.engine)
                 wanted = group_commit(self.settings)
                 if wanted is not None:
                     self._runtime.group_commit = wanted

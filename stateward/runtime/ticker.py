@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from stateward.observe import metrics, tracing
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.hooks import automation
 from stateward.runtime.sweeps import scheduler, sla, staleness, webhooks
@@ -39,7 +40,8 @@ class TickReport:
 
 async def _guard(report: TickReport, name: str, step: Callable[[], Awaitable[Any]]) -> Any:
     try:
-        return await step()
+        with metrics.sweep_timer(name), tracing.span(f"sweep.{name}"):
+            return await step()
     except Exception as error:  # one sweep's failure must not stop the others
         log.exception("tick: %s failed", name)
         report.errors[name] = f"{type(error).__name__}: {error}"
@@ -64,7 +66,19 @@ async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
     report.deliveries = (
         await _guard(report, "webhooks", lambda: webhooks.deliver_due(runtime, now)) or []
     )
+    _count(report)
     return report
+
+
+def _count(report: TickReport) -> None:
+    """What this tick fired, into the sweep metrics."""
+    metrics.record_fired("sla_warning", len(report.sla.warnings))
+    metrics.record_fired("sla_breach", len(report.sla.breaches))
+    metrics.record_fired("timer", len(report.timers.fired))
+    metrics.record_fired("automation", len(report.automations))
+    metrics.record_fired("stale", len(report.stale))
+    for attempt in report.deliveries:
+        metrics.record_webhook(attempt.status_code)
 
 
 class Ticker:

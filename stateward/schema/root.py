@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stateward.observe.graphql import Telemetry
 from stateward.schema.base import StatewardSchema, build_schema
 from stateward.schema.mutation import Mutation
 from stateward.schema.query import Query
@@ -19,5 +20,10 @@ NODE_TYPES = (Registry, Workflow, State, Action, Instance, Event, Assignment, No
 def create_schema(settings: Settings | None = None) -> StatewardSchema:
     """The stateward GraphQL schema (DESIGN §10) hardened by `build_schema`."""
     return build_schema(
-        Query, Mutation, Subscription, settings=settings or Settings(), types=NODE_TYPES
+        Query,
+        Mutation,
+        Subscription,
+        settings=settings or Settings(),
+        types=NODE_TYPES,
+        extensions=(Telemetry,),
     )

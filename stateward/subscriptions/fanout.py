@@ -139,6 +139,10 @@ class Fanout:
     def __len__(self) -> int:
         return len(self._subscribers)
 
+    def pending(self) -> int:
+        """Payloads waiting in all subscriber queues (a metrics gauge)."""
+        return sum(sub.pending for sub in self._subscribers)
+
 
 def _all(_: Payload) -> bool:
     return True

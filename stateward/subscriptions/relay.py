@@ -27,7 +27,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from stateward.observe import metrics
 from stateward.persistence import UnitOfWorkFactory
+from stateward.persistence.outbox import HANDOFF_KEY
 from stateward.subscriptions.bus import BusUnavailable, EventBus, MessageTooLarge
 from stateward.subscriptions.fanout import Payload
 
@@ -167,6 +169,7 @@ class OutboxRelay:
         async with self.runtime.uow(readonly=True) as uow:
             head = await uow.outbox.last_id()
             rows = await uow.outbox.unpublished(after_id=self._floor, limit=self.batch)
+            handoff = int(await uow.meta.get(HANDOFF_KEY) or 0) if rows else 0
         pending = set(self._to_mark)
         stale = [r for r in rows if r.created_at <= cutoff and r.id not in pending]
         waiting = [r.id for r in rows if r.id not in {s.id for s in stale}]
@@ -183,8 +186,16 @@ class OutboxRelay:
             async with self.runtime.uow() as uow:
                 await uow.outbox.mark_published(sent, self.runtime.clock.now())
                 await uow.commit()
-            self.republished += len(sent)
-            log.info("relay republished %d outbox row(s) left unpublished", len(sent))
+            metrics.record_published((r.created_at for r in stale if r.id in sent), "sweep")
+            recovered = [i for i in sent if i > handoff]
+            self.republished += len(recovered)
+            metrics.record_republished(len(recovered))
+            if recovered:
+                log.info("relay republished %d outbox row(s) left unpublished", len(recovered))
+            if len(recovered) < len(sent):
+                log.debug(
+                    "relay published %d row(s) of a tool without a bus", len(sent) - len(recovered)
+                )
         unsent = waiting + [r.id for r in stale if r.id not in sent]
         if unsent:
             self._floor = max(self._floor, min(unsent) - 1)

@@ -35,6 +35,8 @@ from stateward.domain.paths import is_namespace, registry_id
 from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
 from stateward.governance.verification import verify_envelope
+from stateward.observe import metrics, tracing
+from stateward.observe.act import observed_act
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
 from stateward.records import (
     INSTANCE,
@@ -85,11 +87,27 @@ def parse_signed(body: str | bytes | Mapping[str, Any]) -> SignedEnvelope:
 
 async def act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
     """Verify and apply one signed envelope (see the module docstring); the only writer."""
+    with observed_act(op_label(signed)) as seen:
+        return seen.done(await _act(runtime, signed, attested=attested))
+
+
+def op_label(signed: SignedEnvelope) -> str:
+    """The kernel operation an envelope asks for, as a metric label (`unknown` if none)."""
+    envelope = signed.envelope
+    try:
+        op = select_op(envelope, registry=envelope.action.workflow.endswith(BOOTSTRAP_SUFFIX))
+    except DomainError:
+        return "unknown"
+    return op.__name__.removeprefix("op_")
+
+
+async def _act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
     envelope = signed.envelope
     identity = envelope.identity()
     now = runtime.clock.now()
     try:
-        await _verify_signature(runtime, signed, now)
+        with tracing.span("act.verify"):
+            await _verify_signature(runtime, signed, now)
     except DomainError as error:
         return await _resubmission(runtime, signed, identity, error, check_nonce=False)
     if runtime.group_commit:
@@ -114,8 +132,10 @@ async def act_verified(
     for _attempt in range(MAX_ATTEMPTS if attested else 1):
         try:
             async with runtime.uow() as uow:
-                written = await apply_in(runtime, uow, signed, identity, now, cache=cache)
-                await uow.commit()
+                with tracing.span("act.engine"):
+                    written = await apply_in(runtime, uow, signed, identity, now, cache=cache)
+                with tracing.span("act.commit"):
+                    await uow.commit()
             break
         except SeqConflict:
             now = runtime.clock.now()
@@ -149,7 +169,9 @@ def result_of(written: Written) -> ActResult:
 
 async def after_commit(runtime: Runtime, written: Written) -> None:
     """Publish the committed outbox messages, then start automation of system states."""
-    await runtime.publish([row.message() for row in written.outbox])
+    with tracing.span("act.publish"):
+        await runtime.publish([row.message() for row in written.outbox])
+    metrics.record_published(row.created_at for row in written.outbox)
     for process_id, hook in written.hooks:
         await runtime.run_automation(process_id, hook)
 

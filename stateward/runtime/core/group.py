@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope
+from stateward.observe import metrics, tracing
 from stateward.persistence import PersistenceConflict, SeqConflict
 from stateward.records import REGISTRY
 from stateward.runtime.core.act import (
@@ -50,6 +53,7 @@ class _Item:
     future: asyncio.Future[ActResult]
     written: Written | None = None
     error: Exception | None = field(default=None, repr=False)
+    trace: Any = field(default_factory=tracing.current, repr=False)  # the caller's context
 
 
 class GroupCommitter:
@@ -70,6 +74,11 @@ class GroupCommitter:
         future: asyncio.Future[ActResult] = self._loop.create_future()
         await self._queue.put(_Item(signed, identity, attested, future))
         return await future
+
+    @property
+    def queued(self) -> int:
+        """Events waiting for the writer."""
+        return self._queue.qsize()
 
     async def close(self) -> None:
         """Stop the writer (queued callers get a CancelledError)."""
@@ -108,16 +117,21 @@ class GroupCommitter:
                     await cache.prefetch(uow, [item.signed.envelope.process for item in items])
                     for item in items:
                         try:
-                            item.written = await apply_in(
-                                runtime, uow, item.signed, item.identity, now, cache=cache
-                            )
+                            with tracing.attached(item.trace), tracing.span("act.engine"):
+                                item.written = await apply_in(
+                                    runtime, uow, item.signed, item.identity, now, cache=cache
+                                )
                         except (DomainError, PersistenceConflict, IntegrityError) as error:
                             item.error, failed = error, item
                             break
                         if item.written.process.kind == REGISTRY or item.written.children:
                             cache.clear()
                     if failed is None:
+                        committing = time.time_ns()
                         await uow.commit()
+                        tracing.record_span(
+                            "act.commit", committing, time.time_ns(), (i.trace for i in items)
+                        )
             except Exception:  # the commit itself failed: everyone alone, one by one
                 log.warning("group commit failed; applying %d events one by one", len(items))
                 for item in items + refused:
@@ -132,6 +146,7 @@ class GroupCommitter:
                 item.written, item.error = None, None
         self.batches += 1
         self.events += len(items)
+        metrics.record_batch(len(items))
         for item in items + refused:
             await self._settle(item)
 
@@ -156,20 +171,22 @@ class GroupCommitter:
 
     async def _finish(self, item: _Item, written: Written) -> None:
         try:
-            await after_commit(self.runtime, written)
+            with tracing.attached(item.trace):
+                await after_commit(self.runtime, written)
         finally:
             if not item.future.done():
                 item.future.set_result(result_of(written))
 
     async def _alone(self, item: _Item) -> None:
         try:
-            result = await act_verified(
-                self.runtime,
-                item.signed,
-                item.identity,
-                self.runtime.clock.now(),
-                attested=item.attested,
-            )
+            with tracing.attached(item.trace):
+                result = await act_verified(
+                    self.runtime,
+                    item.signed,
+                    item.identity,
+                    self.runtime.clock.now(),
+                    attested=item.attested,
+                )
         except BaseException as error:
             item.future.set_exception(error)
         else:

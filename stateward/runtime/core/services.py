@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +30,14 @@ from stateward.domain.model import Definition
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.node_key import load_or_create_node_key
 from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
+from stateward.persistence.outbox import HANDOFF_KEY
 from stateward.records import WorkflowVersionRecord
 from stateward.runtime.core.clock import Clock, SystemClock
 from stateward.settings import Settings
 
 log = logging.getLogger(__name__)
+#: Seconds between two hand-off marks of a runtime without publishers (relays wait 5 s).
+HANDOFF_EVERY = 1.0
 
 NET_KEY = "net"
 TRUSTED_SIGNERS_KEY = "trusted_signers"
@@ -102,6 +106,9 @@ class Runtime:
     #: Route `act` through one writer task that commits several events per transaction.
     group_commit: bool = True
     committer: Any = field(default=None, repr=False)
+    _handoff_top: int = field(default=0, repr=False)
+    _handoff_written: int = field(default=0, repr=False)
+    _handoff_at: float = field(default=float("-inf"), repr=False)
 
     @classmethod
     async def open(
@@ -150,6 +157,7 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop the group-commit writer (if any) and release the database connections."""
+        await self._hand_off((), now=True)
         if self.committer is not None:
             await self.committer.close()
             self.committer = None
@@ -173,11 +181,34 @@ class Runtime:
         (the outbox relay republishes what was not marked published)."""
         if not messages:
             return
+        if not self.publishers:
+            await self._hand_off(messages)
+            return
         for publisher in list(self.publishers):
             try:
                 await publisher(messages)
             except Exception:  # a bus outage must never fail a committed event
                 log.exception("publisher failed; the outbox relay will retry")
+
+    async def _hand_off(self, messages: Sequence[dict[str, Any]], *, now: bool = False) -> None:
+        """No bus here: record that these rows are the relays' to publish (HANDOFF_KEY).
+
+        At most one small write per `HANDOFF_EVERY` seconds (and one at `close`), well
+        within the relays' grace, so a tool writing thousands of events pays little."""
+        ids = [int(m["id"]) for m in messages if isinstance(m.get("id"), int)]
+        self._handoff_top = max([self._handoff_top, *ids])
+        due = time.monotonic() - self._handoff_at >= HANDOFF_EVERY
+        if self._handoff_top <= self._handoff_written or not (now or due):
+            return
+        top, self._handoff_at = self._handoff_top, time.monotonic()
+        try:
+            async with self.uow() as uow:
+                if top > int(await uow.meta.get(HANDOFF_KEY) or 0):
+                    await uow.meta.set(HANDOFF_KEY, str(top))
+                    await uow.commit()
+            self._handoff_written = top
+        except Exception:  # the rows are safe in the outbox; only the log line is at stake
+            log.warning("could not record outbox hand-off up to %d", top, exc_info=True)
 
     async def run_automation(self, process_id: str, hook: str) -> None:
         """Call the automation hooks for a process that entered a system state."""

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from stateward.domain.errors import Problem
+from stateward.observe import metrics, tracing
 from stateward.runtime.hooks import worker as hook_worker
 from stateward.runtime.hooks.module import (
     HOOK_BAD_RESULT,
@@ -138,8 +139,10 @@ class HookRunner:
         json.dumps(ctx, allow_nan=False)  # a ctx that is not JSON is the caller's bug
         req = {"op": "call", "function": function, "ctx": ctx, "timeout_ms": limit}
         started = time.perf_counter()
-        reply = await self._request(module, req, limit)
+        with tracing.span("hook.run", attributes={"stateward.hook": f"{module.name}:{function}"}):
+            reply = await self._request(module, req, limit)
         elapsed = (time.perf_counter() - started) * 1000.0
+        metrics.record_hook("ok" if reply.get("ok") else str(reply["error_code"]), elapsed / 1e3)
         if reply.get("ok"):
             return HookResult(ok=True, value=reply["value"], duration_ms=elapsed)
         return HookResult.failure(reply["error_code"], reply["error"], elapsed)

@@ -79,12 +79,22 @@ class VerificationReport:
         return not self.problems
 
 
-async def verify(runtime: Runtime, process_id: str | None = None) -> VerificationReport:
-    """Verify one process, or every process (registries first, oldest first)."""
+async def verify(
+    runtime: Runtime,
+    process_id: str | None = None,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_process: Callable[[], None] | None = None,
+) -> VerificationReport:
+    """Verify one process, or every process (registries first, oldest first).
+
+    `on_start(count)` and `on_process()` report progress (the CLI's progress bar)."""
     report = VerificationReport()
     trusted = await runtime.refresh_trusted()
     async with runtime.uow(readonly=True) as uow:
         ids = [process_id] if process_id is not None else await uow.processes.all_ids()
+        if on_start is not None:
+            on_start(len(ids))
         for pid in ids:
             record = await uow.processes.get(pid)
             if record is None:
@@ -93,6 +103,8 @@ async def verify(runtime: Runtime, process_id: str | None = None) -> Verificatio
             checker = _ProcessCheck(runtime, uow, record, trusted, report)
             await checker.run()
             report.processes_checked += 1
+            if on_process is not None:
+                on_process()
     return report
 
 

@@ -1,0 +1,79 @@
+"""OpenTelemetry: one `performAction` gives an `act` span with its steps as children,
+and the trace id reaches error responses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from graph_stack import Api, loan, open_stack
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from stateward.observe import tracing
+
+DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
+START = "mutation($w: String!) { startInstance(workflow: $w) { id } }"
+PERFORM = """mutation Submit($i: String!) {
+  performAction(instance: $i, action: "submit", input: {fields: {amount: 5}}) { duplicate } }"""
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracing.install(provider)
+    try:
+        yield memory
+    finally:
+        tracing.install(None)
+        provider.shutdown()
+
+
+@pytest.fixture
+async def traced(sqlite_db_url: str, exporter: InMemorySpanExporter) -> AsyncIterator[Api]:
+    stack, close = await open_stack(sqlite_db_url)
+    try:
+        yield stack
+    finally:
+        await close()
+
+
+def children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[str]:
+    return sorted(
+        s.name for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id
+    )
+
+
+async def test_perform_action_traces_act_with_verify_engine_commit_publish(
+    traced: Api, exporter: InMemorySpanExporter
+) -> None:
+    await traced.ok(DEPLOY, {"d": loan()})
+    instance = (await traced.ok(START, {"w": "acme/loans/loan"}))["startInstance"]["id"]
+    exporter.clear()
+    await traced.ok(PERFORM, {"i": instance})
+    spans = list(exporter.get_finished_spans())
+    acts = [s for s in spans if s.name == "act"]
+    assert len(acts) == 1
+    act = acts[0]
+    assert act.attributes is not None and act.attributes["stateward.op"] == "business"
+    assert children(spans, act) == ["act.commit", "act.engine", "act.publish", "act.verify"]
+    execute = next(s for s in spans if s.name == "graphql.execute")
+    assert act.parent is not None and act.parent.span_id == execute.context.span_id
+    operation = next(s for s in spans if s.name == "graphql.operation")
+    assert children(spans, operation) == ["graphql.execute", "graphql.parse", "graphql.validate"]
+    assert {s.context.trace_id for s in spans} == {act.context.trace_id}
+    assert any(s.name.startswith("http") or s.kind.name == "SERVER" for s in spans)
+
+
+async def test_an_error_response_names_its_trace_id(
+    traced: Api, exporter: InMemorySpanExporter
+) -> None:
+    body = await traced.gql('mutation { startInstance(workflow: "no/such/flow") { id } }')
+    extensions = body["errors"][0]["extensions"]
+    assert extensions["code"] == "NOT_FOUND"
+    trace_ids = {f"{s.context.trace_id:032x}" for s in exporter.get_finished_spans()}
+    assert extensions["traceId"] in trace_ids
+    assert extensions["requestId"]
