@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from stateward.runtime.services import Runtime
 
 from stateward.governance.keys import generate_keypair
+from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 from stateward.subscriptions.bus import EventBus
 from stateward.subscriptions.relay import OutboxRelay
