@@ -1,7 +1,7 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright, on a real
 `stateward serve --demo`. Sign in with the printed token, see an instance started by the
-test appear live (within 2 s), claim an assignment through the page; the screenshot is
-kept as a CI artifact (.ci/artifacts/dashboard.png).
+test appear live (within 2 s), claim an assignment through the page, see an SLA breach
+highlighted; the screenshot is kept as a CI artifact (.ci/artifacts/dashboard.png).
 
 Skips with a reason only when chromium is missing outside CI (`CI=true` never skips).
 """
@@ -22,6 +22,17 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("STATEWARD_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts"
+DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
+HURRY = {
+    "$version": "2.0",
+    "$path": "ops/sla/hurry",
+    "initial": "waiting",
+    "states": {
+        "waiting": {"label": "Waiting", "sla_seconds": 1},
+        "done": {"label": "Done", "terminal": True},
+    },
+    "actions": {"finish": {"label": "Finish", "from": "waiting", "to": "done"}},
+}
 TICKET_FIELDS = {
     "subject": "Printer on fire",
     "description": "Smoke everywhere.",
@@ -111,6 +122,18 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
                 '{ myAssignments(status: "claimed") { nodes { assignmentId instanceId } } }',
             )
             assert assignment in {n["assignmentId"] for n in mine["myAssignments"]["nodes"]}
+
+            gql(server.url, token, DEPLOY, {"d": HURRY})
+            late = gql(
+                server.url,
+                token,
+                'mutation { startInstance(workflow: "ops/sla/hurry") { instanceId } }',
+            )["startInstance"]["instanceId"]
+            breach = page.locator(f'#sla li.sla-breached[data-sla="{late}"]')
+            expect(breach).to_be_visible(timeout=15000)
+            expect(
+                page.locator(f'#instances tr.sla-breached[data-instance="{late}"]')
+            ).to_be_visible()
 
             row.click()
             expect(page.locator("#graph g.node.current")).to_have_count(1, timeout=5000)
