@@ -2,7 +2,8 @@
 
 Every change is a registry event signed by the key file's key (client-signed, not
 attested): hook modules first (`<namespace>/<module>.star` under a folder given: namespace
-= the folder's relative path, module = the file stem) with `add_module`/`update_module`,
+= the folder's path relative to the workspace root, which `validate.folder_prefix` infers
+for a subfolder, module = the file stem) with `add_module`/`update_module`,
 then the workflow files (`<$path>.json` under a folder, or single files) with
 `add_workflow` when the path is new and `update_workflow` when it exists. Content that is
 already deployed unchanged is skipped, so running deploy twice changes nothing. Files
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stateward.commands.runtime_args import cli_runtime
-from stateward.commands.validate import collect, format_finding
+from stateward.commands.validate import collect, folder_prefix, format_finding
 from stateward.domain import errors
 from stateward.domain.canonical import canonical_hash, loads_strict, sha256_hex
 from stateward.domain.errors import DomainError, Problem
@@ -48,7 +49,9 @@ async def _deploy_modules(runtime: Runtime, key: KeyPair, roots: list[Path]) -> 
     findings = []
     for root in roots:
         for star in sorted(root.rglob("*.star")):
-            namespace, name = star.parent.relative_to(root).as_posix(), star.stem
+            prefix, rel = folder_prefix(root), star.parent.relative_to(root).as_posix()
+            namespace = rel if not prefix else prefix if rel == "." else f"{prefix}/{rel}"
+            name = star.stem
             if namespace == ".":
                 findings.append(
                     format_finding(

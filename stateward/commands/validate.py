@@ -9,8 +9,11 @@ bad usage (a path that does not exist).
 
 The files form one set: their `$path`s count as deployed for spawn targets, a `$path` used
 twice is DUPLICATE_PATH, and inside a folder a file must be named `<$path>.json` relative to
-that folder (else TARGET_MISMATCH). Hook modules are the `*.star` files of the folders given
-(`<namespace>/<module>.star`); they are checked only when at least one folder is given.
+the workspace root (else TARGET_MISMATCH). A folder may be the root itself or a subfolder of
+it (`stateward validate examples/intake`): the root is inferred from the files' `$path`s, as
+the ancestor of the folder that makes most of them match their location (see `folder_prefix`).
+Hook modules are the `*.star` files of the folders given (`<namespace>/<module>.star`, the
+namespace relative to that root); they are checked only when at least one folder is given.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,68 @@ def format_finding(path: str, problem: Problem) -> str:
     return f"{path}: {problem.code} {display_pointer(problem.pointer)} {prefix}{message}"
 
 
+def _declared_path(file: Path) -> str | None:
+    """The `$path` a workflow file declares, or None when it has none (or is unreadable)."""
+    try:
+        value, _ = parse_json_text(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    path = value.get("$path") if isinstance(value, dict) else None
+    return path if isinstance(path, str) else None
+
+
+def folder_prefix(folder: Path) -> str:
+    """Where `folder` sits in its workspace: "" when it is the root, else the namespace it
+    stands for (`intake` for `examples/intake`).
+
+    Each `*.json` below the folder votes for the prefix its `$path` implies (`$path` minus
+    the file's relative location), counted only when that prefix is also the folder's own
+    trailing path (so a stray file never moves the root). The most voted prefix wins; a tie
+    goes to the shortest, and no vote means the folder is the root. Files that disagree with
+    the chosen prefix are then reported as TARGET_MISMATCH, as before.
+    """
+    tail = folder.resolve().parts
+    votes: dict[str, int] = {}
+    for file in sorted(folder.rglob("*.json")):
+        declared = _declared_path(file)
+        rel = file.relative_to(folder).with_suffix("").as_posix()
+        if declared is None:
+            continue
+        if declared == rel:
+            votes[""] = votes.get("", 0) + 1
+        elif declared.endswith("/" + rel):
+            prefix = declared[: -len(rel) - 1]
+            parts = tuple(prefix.split("/"))
+            if len(parts) < len(tail) and tail[-len(parts) :] == parts:
+                votes[prefix] = votes.get(prefix, 0) + 1
+    if not votes:
+        return ""
+    return min(votes, key=lambda prefix: (-votes[prefix], len(prefix), prefix))
+
+
+def workspace_root(folder: Path, prefix: str) -> Path:
+    """The workspace root of a folder whose namespace prefix is `prefix`."""
+    root = folder.resolve()
+    for _ in prefix.split("/") if prefix else ():
+        root = root.parent
+    return root
+
+
+def workspace_workflows(root: Path) -> set[str]:
+    """The `$path`s of the workspace's files that sit where their `$path` says: spawn targets
+    outside a validated subfolder resolve against them, as they would once deployed."""
+    found = set()
+    for file in root.rglob("*.json"):
+        rel = file.relative_to(root).with_suffix("").as_posix()
+        if _declared_path(file) == rel:
+            found.add(rel)
+    return found
+
+
+def _join(prefix: str, rel: str) -> str:
+    return f"{prefix}/{rel}" if prefix else rel
+
+
 def collect(paths: list[str]) -> tuple[list[WorkflowFile], set[str] | None, list[str]]:
     """The files named or found under folders, the hook modules of the folders (None when
     no folder is given) and the paths that do not exist."""
@@ -61,12 +127,15 @@ def collect(paths: list[str]) -> tuple[list[WorkflowFile], set[str] | None, list
     for given in paths:
         root = Path(given)
         if root.is_dir():
+            prefix = folder_prefix(root)
+            workspace = workspace_root(root, prefix)
             modules = modules or set()
-            modules.update(
-                p.relative_to(root).with_suffix("").as_posix() for p in sorted(root.rglob("*.star"))
+            modules.update(  # every module of the workspace: hooks may name other namespaces
+                p.relative_to(workspace).with_suffix("").as_posix()
+                for p in sorted(workspace.rglob("*.star"))
             )
             for file in sorted(root.rglob("*.json")):
-                target = file.relative_to(root).with_suffix("").as_posix()
+                target = _join(prefix, file.relative_to(root).with_suffix("").as_posix())
                 files.setdefault(file.resolve(), WorkflowFile(file, target))
         elif root.is_file():
             files.setdefault(root.resolve(), WorkflowFile(root, None))
@@ -86,11 +155,16 @@ def _read(item: WorkflowFile) -> None:
         item.workflow = value["$path"]
 
 
-def validate_files(files: list[WorkflowFile], modules: set[str] | None) -> None:
-    """Validate every file of the set in place (spawn targets, duplicates, file names)."""
+def validate_files(
+    files: list[WorkflowFile], modules: set[str] | None, workspace: Iterable[str] = ()
+) -> None:
+    """Validate every file of the set in place (spawn targets, duplicates, file names).
+
+    `workspace` holds the `$path`s of the rest of the workspace (files outside the folders
+    given), which count as deployed for spawn targets."""
     for item in files:
         _read(item)
-    deployed = {item.workflow for item in files if item.workflow}
+    deployed = {item.workflow for item in files if item.workflow} | set(workspace)
     first: dict[str, Path] = {}
     for item in files:
         if item.text is None:
@@ -154,7 +228,12 @@ def run(args: argparse.Namespace) -> int:
         for given in missing:
             print(f"stateward validate: no such file or directory: {given}", file=sys.stderr)
         return 2
-    validate_files(files, modules)
+    workspace: set[str] = set()
+    for given in args.paths:
+        folder = Path(given)
+        if folder.is_dir() and (prefix := folder_prefix(folder)):
+            workspace |= workspace_workflows(workspace_root(folder, prefix))
+    validate_files(files, modules, workspace)
     n_errors = sum(p.severity == "error" for item in files for p in item.problems)
     n_warnings = sum(p.severity == "warning" for item in files for p in item.problems)
     if getattr(args, "json", False):

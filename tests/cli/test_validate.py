@@ -141,3 +141,47 @@ def test_findings_format_root_and_escaped_pointers() -> None:
     assert format_finding("x.json", root) == "x.json: INVALID_JSON # not valid JSON"
     odd = Problem("UNKNOWN_STATE", "m", "/actions/a~1b#1/to", severity="warning")
     assert format_finding("x.json", odd) == "x.json: UNKNOWN_STATE #/actions/a~1b%231/to warning: m"
+
+
+def test_a_subfolder_of_the_examples_validates_with_its_root_inferred(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # intake spawns support/desk/ticket and hooks into intake/public/router.star: both resolve
+    # against the workspace root inferred from the files' $path (examples/).
+    for folder in ("intake", "intake/public", "support/desk", "customer/retail"):
+        assert run(capsys, str(EXAMPLES / folder)) == (0, []), folder
+
+
+def test_a_subfolder_still_reports_a_misplaced_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path, "ops/a/one.json", workflow("ops/a/one"))
+    write(tmp_path, "ops/a/two.json", workflow("ops/a/two"))
+    write(tmp_path, "ops/a/stray.json", workflow("ops/b/stray"))
+    code, lines = run(capsys, str(tmp_path / "ops"))
+    assert code == 1
+    assert [(Path(p).name, c) for p, c, _ in findings(lines)] == [("stray.json", "TARGET_MISMATCH")]
+    assert "file name ops/a/stray.json does not match $path 'ops/b/stray'" in lines[0]
+
+
+def test_a_folder_whose_name_is_not_the_namespace_is_not_taken_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # drafts/one.json says ops/a/one: the folder is not ops/a, so the root stays drafts/.
+    write(tmp_path, "drafts/one.json", workflow("ops/a/one"))
+    code, lines = run(capsys, str(tmp_path / "drafts"))
+    assert code == 1 and [c for _, c, _ in findings(lines)] == ["TARGET_MISMATCH"]
+
+
+def test_deploy_of_a_subfolder_puts_its_modules_in_their_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'sub.db'}"
+    key = str(tmp_path / "k.json")
+    assert main(["init", "--db", db, "--key-file", key]) == 0
+    assert main(["deploy", "--db", db, "--key-file", key, str(EXAMPLES / "support/desk")]) == 0
+    out = tmp_path / "support.json"
+    assert main(["export", "--db", db, "support", "--out", str(out)]) == 0
+    package = json.loads(out.read_text("utf-8"))
+    assert [(m["namespace"], m["name"]) for m in package["modules"]] == [("support/desk", "triage")]
+    assert [w["$path"] for w in package["workflows"]] == ["support/desk/ticket"]
