@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo serve test lint check bench
+.PHONY: setup demo serve test lint check bench docs
 
 $(BIN)/stateward: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,3 +34,7 @@ check: lint test
 
 bench: setup
 	for b in engine store api sla; do $(BIN)/python bench/$$b.py --quick || exit 1; done
+
+# Build the documentation site into site/ (strict: broken links and warnings fail the build).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
