@@ -3,7 +3,8 @@
 Nothing connects at import time: services start in the app's lifespan and stop when it
 ends. Routes: `/graphql` (HTTP `Route` + `WebSocketRoute` on the same Strawberry view; a
 `Mount` would break the websocket), `/healthz`, `/readyz`, and in development the vendored
-GraphiQL assets under `/static/graphiql`. Every request passes the body-size limit first.
+GraphiQL assets under `/static/graphiql` and the built documentation site under `/docs`
+(when `make docs` has built it). Every request passes the body-size limit first.
 Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/metrics`
 when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
 middleware when tracing is configured. `/dashboard` (the operations page, see
@@ -25,6 +26,7 @@ from strawberry.schema import BaseSchema
 
 from stateward.http.body_limit import BodyLimitMiddleware
 from stateward.http.dashboard import dashboard_routes
+from stateward.http.docs_site import docs_routes
 from stateward.http.graphiql import STATIC_DIR, STATIC_PATH, offline_graphiql_html
 from stateward.http.graphql_view import DEFAULT_MAX_SUBSCRIPTIONS, StatewardGraphQL
 from stateward.http.health import healthz, readyz
@@ -72,6 +74,7 @@ def create_app(
     if view.graphql_ide:
         offline_graphiql_html()  # fail at startup, not on first page view, if assets are stale
         routes.append(Mount(STATIC_PATH, app=StaticFiles(directory=STATIC_DIR), name="graphiql"))
+    routes.extend(docs_routes(settings))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
