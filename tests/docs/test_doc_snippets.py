@@ -79,3 +79,17 @@ def test_every_workspace_validates_without_findings(workspace: str) -> None:
         text=True,
     )
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_every_include_line_is_well_formed() -> None:
+    # A mangled include (`--8 < --"x"`, as a code formatter once wrote it) is not an error
+    # for MkDocs: it would show the line instead of the file.
+    bad = [
+        f"{page.relative_to(ROOT)}: {line.strip()}"
+        for page in PAGES
+        if page.exists()
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if "8 <" in line or ("8<" in line and "--8<--" in line and not INCLUDE.match(line))
+    ]
+    bad = [b for b in bad if "`--8<--" not in b and "`--8 < --" not in b]  # prose about it
+    assert not bad, f"malformed includes: {bad}"

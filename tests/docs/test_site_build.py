@@ -42,6 +42,17 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
         assert (site / page).is_file(), page
 
 
+def test_every_include_was_replaced_by_its_file(site: Path) -> None:
+    leftovers = [
+        str(page.relative_to(site))
+        for page in site.rglob("*.html")
+        if "--8&lt;--" in (text := page.read_text(encoding="utf-8")) or "8 &lt; --" in text
+    ]
+    assert not leftovers, f"pages showing an include line instead of the file: {leftovers}"
+    hooks = (site / "reference/hooks.html").read_text(encoding="utf-8")
+    assert "LIMITS" in hooks  # a line of docs/snippets/acme/purchasing/checks.star
+
+
 def test_no_page_loads_anything_from_another_host(site: Path) -> None:
     offenders = [
         str(page.relative_to(site))
