@@ -28,6 +28,11 @@ NOT_CODES = frozenset(
 )  # fmt: skip
 
 
+#: Environment variables of other programs (OpenTelemetry, prometheus-client) and our own
+#: settings (checked against the settings page instead).
+FOREIGN_PREFIXES = ("STATEWARD_", "OTEL_", "PROMETHEUS_")
+
+
 def _python_files() -> list[Path]:
     return sorted(CODE.rglob("*.py"))
 
@@ -67,7 +72,7 @@ def error_codes_in_code() -> set[str]:
     """Every error code the package defines.
 
     A code is (a) an UPPER_SNAKE string literal with at least one `_` anywhere in the
-    package, other than `__all__` entries, STATEWARD_* names and `NOT_CODES`; or (b) a
+    package, other than `__all__` entries, `FOREIGN_PREFIXES` names and `NOT_CODES`; or (b) a
     module-level constant whose name equals its upper-case value (`CONFLICT = "CONFLICT"`),
     which catches one-word codes.
     """
@@ -81,7 +86,7 @@ def error_codes_in_code() -> set[str]:
                 if (
                     CODE_SHAPE.match(value)
                     and value not in exported
-                    and not value.startswith("STATEWARD_")
+                    and not value.startswith(FOREIGN_PREFIXES)
                     and value not in NOT_CODES
                 ):
                     codes.add(value)
