@@ -1,9 +1,12 @@
-"""Run the shared conformance vectors: `python -m stateward.conformance FILE...`.
+"""Run the conformance vectors: `python -m stateward.conformance [FILE | DIR]...`.
 
 Each file is `{"format": "stateward.conformance.<kind>/1", "cases": [...]}` with kind
-`expressions`, `validation` or `engine` (conformance/README.md). Prints one line per
-failing case (`file: case name: expected X, got Y`), then exactly `N passed, M failed`;
-exits 1 when any case fails (2 on a file it cannot read).
+`expressions`, `validation` or `engine` (conformance/README.md). A directory stands for
+every `*.json` under it (sorted, recursively). With no argument it runs the default set:
+the shared vectors (`STATEWARD_CONFORMANCE_DIR`, else `../shared/conformance` next to the
+project, `v2.1/` included) and the project's own DSL 2.1 vectors (`tests/domain/vectors/`).
+Prints one line per failing case (`file: case name: expected X, got Y`), then exactly
+`N passed, M failed`; exits 1 when any case fails (2 on a file it cannot read).
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,9 @@ from stateward.domain.expressions import compile_expression
 from stateward.domain.model import ACTIVE, Actor, Definition, Outcome, ProcessSnapshot
 
 DEFAULT_TS = "2026-01-01T00:00:00.000Z"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: The project's own vectors (DSL 2.1 constructs), relative to the project root.
+PROJECT_VECTORS = Path("tests") / "domain" / "vectors"
 DEFAULT_ACTOR_ID = "tester"
 DEFAULT_ACTOR: dict[str, Any] = {"id": DEFAULT_ACTOR_ID, "roles": []}
 FORMATS = ("expressions", "validation", "engine")
@@ -108,15 +116,42 @@ def _snapshot(process: ProcessSnapshot | None, outcome: Outcome, pid: str) -> Pr
         id=pid, workflow=process.workflow if process else "", version=1, state=outcome.state,
         status=outcome.status, data=outcome.data,
         started_by=process.started_by if process else DEFAULT_ACTOR_ID,
+        parent_data=process.parent_data if process else None,
     )  # fmt: skip
 
 
-def _start(definition: Definition, data: Mapping[str, Any], pid: str) -> ProcessSnapshot:
+def _start(
+    definition: Definition,
+    data: Mapping[str, Any],
+    pid: str,
+    parent: Mapping[str, Any] | None = None,
+) -> ProcessSnapshot:
     event = engine.EngineEvent(
         action=engine.START, actor=_actor(DEFAULT_ACTOR), ts=DEFAULT_TS,
         event_id=_event_id(pid, "start"), input={"data": data}, process_id=pid,
     )  # fmt: skip
-    return _snapshot(None, engine.apply(None, event, definition), pid)
+    begun = _snapshot(None, engine.apply(None, event, definition), pid)
+    return replace(begun, parent_data=parent) if parent is not None else begun
+
+
+def _start_as(definition: Definition, begin: Mapping[str, Any]) -> ProcessSnapshot | None:
+    """`start.actor` starts the process (`start.error`: it must fail with that code).
+    None when the case ends here (the expected start error)."""
+    actor = _actor(begin.get("actor", DEFAULT_ACTOR))
+    event = engine.EngineEvent(
+        action=engine.START, actor=actor, ts=DEFAULT_TS, event_id=_event_id("start"),
+        input={"data": begin.get("data", {})}, process_id="process-1",
+    )  # fmt: skip
+    try:
+        outcome = engine.apply(None, event, definition)
+    except DomainError as exc:
+        if "error" not in begin:
+            raise CaseFailure(f"start: expected success, got {exc.code} ({exc.message})") from None
+        _expect("start error", begin["error"], exc.code)
+        return None
+    if "error" in begin:
+        raise CaseFailure(f"start: expected {begin['error']}, got state {outcome.state!r}")
+    return _snapshot(None, outcome, "process-1")
 
 
 def _check_outcome(expect: Mapping[str, Any], outcome: Outcome) -> None:
@@ -130,7 +165,10 @@ def _check_outcome(expect: Mapping[str, Any], outcome: Outcome) -> None:
         if key in outcome.data:
             raise CaseFailure(f"data.{key}: expected absent, got {json.dumps(outcome.data[key])}")
     effects = expect.get("effects", {})
-    spawned = [{"workflow": s.workflow, "state": s.state} for s in outcome.effects.spawns]
+    spawned = [
+        {"workflow": s.workflow, "state": s.state, "data": dict(s.data)}
+        for s in outcome.effects.spawns
+    ]
     for item in effects.get("spawn", ()):
         if not any(all(json_equal(v, s.get(k)) for k, v in item.items()) for s in spawned):
             raise CaseFailure(f"spawn: expected {json.dumps(item)}, got {json.dumps(spawned)}")
@@ -141,6 +179,26 @@ def _check_outcome(expect: Mapping[str, Any], outcome: Outcome) -> None:
     for item in effects.get("schedule", ()):
         if not any(all(json_equal(v, s.get(k)) for k, v in item.items()) for s in scheduled):
             raise CaseFailure(f"schedule: expected {json.dumps(item)}, got {json.dumps(scheduled)}")
+    _check_more_effects(effects, outcome)
+
+
+def _check_more_effects(effects: Mapping[str, Any], outcome: Outcome) -> None:
+    """The effect expectations the project's DSL 2.1 vectors add: `unschedule` items,
+    `assignee`, `sla` deadlines and `no_schedule` (keys that must not be armed)."""
+    dropped = [{"key": u.key, "action": u.action} for u in outcome.effects.unschedules]
+    for item in effects.get("unschedule", ()):
+        if not any(all(json_equal(v, u.get(k)) for k, v in item.items()) for u in dropped):
+            raise CaseFailure(f"unschedule: expected {json.dumps(item)}, got {json.dumps(dropped)}")
+    armed = [s.key for s in outcome.effects.schedules]
+    for key in effects.get("no_schedule", ()):
+        if key in armed:
+            raise CaseFailure(f"schedule: expected no timer {key!r}, got {json.dumps(armed)}")
+    if "assignee" in effects:
+        _expect("assignee", effects["assignee"], outcome.effects.assignee)
+    if "sla" in effects:
+        sla = outcome.effects.sla
+        got = {"warn_at": sla.warn_at, "due_at": sla.due_at} if sla is not None else None
+        _expect("sla", effects["sla"], got)
 
 
 def _run_step(
@@ -191,7 +249,14 @@ def run_engine_case(case: Mapping[str, Any]) -> None:
                 state = exc.code
             _expect(f"case {n} state", sub["expect_state"], state)
         return
-    process = _start(definition, case.get("start", {}).get("data", {}), "process-1")
+    begin = case.get("start", {})
+    if "error" in begin or "actor" in begin:
+        started = _start_as(definition, begin)
+        if started is None:
+            return
+        process = started
+    else:
+        process = _start(definition, begin.get("data", {}), "process-1", begin.get("parent"))
     if process.status != ACTIVE:
         raise CaseFailure(f"start: expected active, got {process.status}")
     for n, step in enumerate(case.get("steps", ())):
@@ -244,11 +309,39 @@ def run_file(path: Path) -> tuple[int, list[str]]:
     return passed, failures
 
 
+def shared_dir() -> Path:
+    """The shared vector directory: `STATEWARD_CONFORMANCE_DIR`, else `../shared/conformance`."""
+    configured = os.environ.get("STATEWARD_CONFORMANCE_DIR")
+    return Path(configured) if configured else PROJECT_ROOT.parent / "shared" / "conformance"
+
+
+def default_sources() -> list[Path]:
+    """What a bare `python -m stateward.conformance` runs (the directories that exist)."""
+    return [d for d in (shared_dir(), PROJECT_ROOT / PROJECT_VECTORS) if d.is_dir()]
+
+
+def expand(sources: Sequence[str | Path]) -> Iterator[Path]:
+    """Files as given; a directory becomes its `*.json` files (sorted, recursively)."""
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            yield from sorted(path.rglob("*.json"))
+        else:
+            yield path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run every file named on the command line; 0 when every case passes."""
-    files = list(sys.argv[1:] if argv is None else argv)
+    """Run every file named on the command line (default: `default_sources()`); 0 when
+    every case passes."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    sources: list[str | Path] = list(given) if given else list(default_sources())
+    files = list(expand(sources))
     if not files:
-        print("usage: python -m stateward.conformance FILE...", file=sys.stderr)
+        print(
+            "usage: python -m stateward.conformance [FILE | DIR]... "
+            "(no vectors found: set STATEWARD_CONFORMANCE_DIR)",
+            file=sys.stderr,
+        )
         return 2
     passed = failed = 0
     for name in files:

@@ -17,6 +17,7 @@ from stateward.domain.errors import DomainError, Problem
 from stateward.domain.expressions import compile_expression
 from stateward.domain.model import ActionDef, Predicate
 from stateward.domain.mutations import pointer_join, validate_mutation
+from stateward.domain.routing import parse_target
 from stateward.domain.specs import SpecContext, parse_schedules, parse_spawns, parse_unschedules
 
 ACTION_KEYS = (
@@ -139,15 +140,10 @@ def _parse_action(
     roles, role_problems = parse_roles(entry.get("role"), ptr("role"))
     found.extend(role_problems)
     from_states = _from(entry, ptr("from"), ctx.state_keys, found)
-    to = entry.get("to")
-    if to is not None and not isinstance(to, str):
-        found.append(Problem(errors.INVALID_FIELD, "'to' must be a state key", ptr("to")))
-        to = None
-    elif to is not None and ctx.state_keys is not None and to not in ctx.state_keys:
-        found.append(Problem(errors.UNKNOWN_STATE, f"'to' names unknown state {to!r}", ptr("to")))
+    to, routes = parse_target(entry.get("to"), ptr("to"), ctx.state_keys, compile_guard, found)
     when_fn = compile_guard(entry["when"], ptr("when"), found) if "when" in entry else None
     then_fn = compile_guard(entry["then"], ptr("then"), found) if "then" in entry else None
-    mutate, effects = _mutate(entry, to, ptr("mutate"), ctx, found)
+    mutate, effects = _mutate(entry, to or ("" if routes else None), ptr("mutate"), ctx, found)
     for name in ("spawn", "schedule", "unschedule"):
         if name in entry:
             items, problems = EFFECT_OPERATORS["$" + name](
@@ -169,6 +165,7 @@ def _parse_action(
         unschedule=tuple(effects["$unschedule"]),
         when_fn=when_fn,
         then_fn=then_fn,
+        routes=routes,
     )
 
 
@@ -238,6 +235,14 @@ def _state_mismatch(data_ops: dict[str, Any], to: str | None, at: str) -> list[P
                 Problem(
                     errors.STATE_MUTATION_MISMATCH,
                     "'$set' of 'state' without 'to': the state only changes through 'to'",
+                    where,
+                )
+            )
+        elif to == "":
+            found.append(
+                Problem(
+                    errors.STATE_MUTATION_MISMATCH,
+                    "'$set' of 'state' with a list of routes: the route chosen sets the state",
                     where,
                 )
             )

@@ -15,14 +15,19 @@ from functools import partial
 from typing import Any
 
 from stateward.domain.mutations import TIMESTAMP, apply_mutation, input_reference, resolve_value
+from stateward.domain.references import RefScope
 
-Mutator = Callable[[Mapping[str, Any], Mapping[str, Any], str], dict[str, Any]]
+#: `(data, input, ts, scope) -> new data`; `scope` gives `{"$ref"}` values the actor and the
+#: parent snapshot (None: they read null); `data.*` references read `data`.
+Mutator = Callable[[Mapping[str, Any], Mapping[str, Any], str, RefScope | None], dict[str, Any]]
 _FAST_OPERATORS = frozenset({"$set", "$increment", "$remove"})
 _EFFECTS = frozenset({"$spawn", "$schedule", "$unschedule"})
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _copy_only(data: Mapping[str, Any], input: Mapping[str, Any], ts: str) -> dict[str, Any]:
+def _copy_only(
+    data: Mapping[str, Any], input: Mapping[str, Any], ts: str, scope: RefScope | None = None
+) -> dict[str, Any]:
     """No data operators: the new data is a shallow copy."""
     return dict(data)
 
@@ -61,21 +66,34 @@ def compile_mutation(mutate: Mapping[str, Any]) -> Mutator:
     inc_steps = tuple((k, v, _is_static(v)) for k, v in increments.items())
     removals = tuple(removed or ())
 
-    def mutator(data: Mapping[str, Any], input: Mapping[str, Any], ts: str) -> dict[str, Any]:
+    def mutator(
+        data: Mapping[str, Any],
+        input: Mapping[str, Any],
+        ts: str,
+        scope: RefScope | None = None,
+    ) -> dict[str, Any]:
         result = dict(data)
+        refs: RefScope | None = None
         for key, value, static in set_steps:
-            result[key] = value if static else resolve_value(value, input, ts)
+            if static:
+                result[key] = value
+                continue
+            if refs is None:
+                refs = _scope(data, scope)
+            result[key] = resolve_value(value, input, ts, refs)
         for key, by, static in inc_steps:
             if not static:
-                by = resolve_value(by, input, ts)
+                if refs is None:
+                    refs = _scope(data, scope)
+                by = resolve_value(by, input, ts, refs)
             current = result.get(key)
             if current is None:
                 current = 0
             if not (_is_number(by) and _is_number(current)):
-                return apply_mutation(data, mutate, input, ts)
+                return apply_mutation(data, mutate, input, ts, scope)
             total = current + by
             if type(total) is float and not math.isfinite(total):
-                return apply_mutation(data, mutate, input, ts)
+                return apply_mutation(data, mutate, input, ts, scope)
             result[key] = total
         for key in removals:
             result.pop(key, None)
@@ -84,8 +102,19 @@ def compile_mutation(mutate: Mapping[str, Any]) -> Mutator:
     return mutator
 
 
+def _scope(data: Mapping[str, Any], scope: RefScope | None) -> RefScope:
+    """The scope of references: data before the mutation, plus the caller's actor/parent."""
+    if scope is None:
+        return RefScope(data)
+    return RefScope(data, scope.actor, scope.parent)
+
+
 def _reference(
-    mutate: Mapping[str, Any], data: Mapping[str, Any], input: Mapping[str, Any], ts: str
+    mutate: Mapping[str, Any],
+    data: Mapping[str, Any],
+    input: Mapping[str, Any],
+    ts: str,
+    scope: RefScope | None = None,
 ) -> dict[str, Any]:
     """`apply_mutation` with the arguments in `Mutator` order."""
-    return apply_mutation(data, mutate, input, ts)
+    return apply_mutation(data, mutate, input, ts, scope)

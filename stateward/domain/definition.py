@@ -21,7 +21,7 @@ from stateward.domain.actions import ActionContext, parse_actions
 from stateward.domain.branching import desugar
 from stateward.domain.canonical import canonical_bytes
 from stateward.domain.errors import InvalidDefinition, Problem
-from stateward.domain.lint import lint
+from stateward.domain.lint import LintContext, lint
 from stateward.domain.model import ActionDef, Definition, StateDef
 from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import (
@@ -33,7 +33,9 @@ from stateward.domain.paths import (
 )
 from stateward.domain.rawjson import parse_json_text, unrepresentable
 from stateward.domain.specs import SpecContext
+from stateward.domain.starting import parse_start
 from stateward.domain.states import StateContext, parse_states
+from stateward.domain.timeouts import parse_timeout
 
 __all__ = [
     "ValidationReport",
@@ -47,7 +49,7 @@ __all__ = [
 VERSION = "2.0"
 METADATA = ("$version", "$path", "$description")
 #: Known non-`$` top-level fields; `branding` (an object) is shown to public visitors.
-FIELDS = ("initial", "states", "actions", "branding")
+FIELDS = ("initial", "states", "actions", "branding", "start", "idle_timeout")
 
 Deployed = Collection[str] | Callable[[str], bool] | None
 
@@ -106,20 +108,26 @@ def validate_definition(
     states = _section(raw, "states", found)
     initial = _check_initial(raw, states, found)
     state_defs: dict[str, StateDef] = {}
+    actions = _section(raw, "actions", found)
+    action_keys = tuple(actions) if actions is not None else None
     if states is not None:
-        state_defs, problems = parse_states(states, "/states", StateContext(namespace, modules))
+        state_ctx = StateContext(namespace, modules, action_keys)
+        state_defs, problems = parse_states(states, "/states", state_ctx)
         found.extend(problems)
     declared: dict[str, ActionDef] = {}
-    actions = _section(raw, "actions", found)
+    start_roles, spawn_only = parse_start(raw.get("start"), found)
+    idle = None
+    if "idle_timeout" in raw:
+        idle = parse_timeout(raw["idle_timeout"], "/idle_timeout", action_keys, found)
     if actions is not None:
         keys = tuple(state_defs) if states is not None else None
         spec_ctx = SpecContext(keys, tuple(actions), path, _lookup(deployed))
         declared, problems = parse_actions(actions, "/actions", ActionContext(keys, spec_ctx))
         found.extend(problems)
     generated = _generated(state_defs)
-    warnings = lint(initial, state_defs, declared, generated)
+    warnings = lint(initial, state_defs, declared, generated, LintContext(path, spawn_only, idle))
     definition = None
-    if not found and initial is not None:
+    if initial is not None and not any(p.severity == "error" for p in found):
         canonical = canonical_bytes(raw)
         definition = Definition(
             path=path,
@@ -130,6 +138,9 @@ def validate_definition(
             source=raw,
             canonical=canonical,
             hash=hashlib.sha256(canonical).hexdigest(),
+            start_roles=start_roles,
+            spawn_only=spawn_only,
+            idle_timeout=idle,
         )
     return _report(found + warnings, definition)
 

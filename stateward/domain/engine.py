@@ -17,6 +17,7 @@ from typing import Any
 
 from stateward.domain import events as ev
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.joins import CHILD, child_done
 from stateward.domain.lifecycle import (
     AUTOMATE,
     CANCEL,
@@ -28,7 +29,8 @@ from stateward.domain.lifecycle import (
     mark_stale,
 )
 from stateward.domain.model import ACTIVE, Actor, Definition, DomainEvent, Outcome, ProcessSnapshot
-from stateward.domain.plan import is_bootstrap
+from stateward.domain.plan import is_bootstrap, plan_for
+from stateward.domain.timeouts import arm_timers
 from stateward.domain.transition import START, advance, perform, start
 
 ADVANCE = "$advance"
@@ -42,7 +44,7 @@ ENTRY_TOKEN = "$entry_token"
 #: Every reserved name a log may hold (DSL action keys can never start with `$`).
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
-    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP}
+    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,
@@ -76,6 +78,18 @@ def apply(
     `authorize=False` skips the audience/role/claim rules (for a replay whose actors'
     roles at the time are not reconstructed); every other rule still applies.
     """
+    outcome = _apply(process, event, definition, authorize)
+    before = process.state if process is not None else None
+    return arm_timers(definition, before, outcome, event.ts, timed=plan_for(definition).timed)
+
+
+def _apply(
+    process: ProcessSnapshot | None,
+    event: EngineEvent,
+    definition: Definition,
+    authorize: bool,
+) -> Outcome:
+    """`apply` before the state and idle timers are added."""
     name, payload = event.action, event.input
     if not isinstance(payload, Mapping):
         raise DomainError(INVALID_INPUT, "event input must be an object")
@@ -89,6 +103,8 @@ def apply(
             actor=event.actor,
             ts=event.ts,
             event_id=event.event_id,
+            authorize=authorize,
+            parent=_opt_map(payload, "parent_data"),
         )
     if process is None:
         if not is_bootstrap(definition) or name.startswith("$"):
@@ -133,6 +149,8 @@ def _kernel(
         return _complete(process, event, definition, authorize)
     if name == STALE_OP:
         return mark_stale(process)
+    if name == CHILD:
+        return child_done(definition, process, payload, ts=ts, event_id=eid, perform=perform)
     if name in _ROW_ONLY_EVENTS or name in (SLA, ENTRY_TOKEN):
         return _row_only(process, name, payload)
     raise DomainError(NOT_FOUND, f"unknown kernel operation {name!r}")
@@ -207,6 +225,12 @@ def _create_registry(event: EngineEvent, definition: Definition, authorize: bool
         outcome.action, outcome.from_state, outcome.state, outcome.status, outcome.data,
         outcome.effects, (*begun.events, *outcome.events),
     )  # fmt: skip
+
+
+def _opt_map(payload: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """`payload[key]` when it is an object, else None."""
+    value = payload.get(key)
+    return value if isinstance(value, Mapping) else None
 
 
 def _opt_str(payload: Mapping[str, Any], key: str) -> str | None:

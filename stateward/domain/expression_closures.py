@@ -42,6 +42,11 @@ def _predicate(node: Tree | Token, paths: set[str]) -> Predicate:
         return _compare(_operand(left, paths), str(op), _operand(right, paths))
     if kind == "in_":
         return _in(_operand(node.children[0], paths), [_literal(c) for c in node.children[1:]])
+    if kind == "in_path":  # DSL 2.1: `x IN <path>`
+        path = Tree("path", [node.children[1]])
+        return _member(_operand(path, paths), _operand(node.children[0], paths))
+    if kind == "contains":  # DSL 2.1: `<array> CONTAINS x`
+        return _member(_operand(node.children[0], paths), _operand(node.children[1], paths))
     if kind in ("is_null", "is_not_null"):
         get = _getter(_operand(node.children[0], paths))
         if kind == "is_null":
@@ -227,6 +232,26 @@ def _in(operand: _Operand, values: list[Any]) -> Predicate:
         if t is bool:
             return v in bools
         return False
+
+    return pred
+
+
+def _member(array: _Operand, element: _Operand) -> Predicate:
+    """True iff `array` holds a JSON array with an element equal (`=`) to `element`.
+
+    Two-valued (DESIGN §3, DSL 2.1): a NULL element, a missing path or a value that is
+    not an array (a string, an object) makes it false, never unknown.
+    """
+    get_array, get_element = _getter(array), _getter(element)
+
+    def pred(d: Mapping[str, Any], i: Mapping[str, Any], a: Mapping[str, Any]) -> bool:
+        items = get_array(d, i, a)
+        if not isinstance(items, list | tuple):
+            return False
+        value = get_element(d, i, a)
+        if value is None:
+            return False
+        return any(compare_values(item, "=", value) for item in items)
 
     return pred
 

@@ -1,15 +1,17 @@
 """`when`/`then` expressions (DESIGN §3): a lark grammar compiled once into closures.
 
 An expression is parsed with a LALR grammar that can only express comparisons, `IN`
-lists, `IS [NOT] NULL`, the key test `?` and boolean logic: no arithmetic, no calls, no
-attribute access. The tree is compiled into plain Python closures, so evaluating a guard
-is a handful of function calls, never a tree walk. Compiled predicates are cached by text.
+lists, `IS [NOT] NULL`, the key test `?`, the DSL 2.1 membership tests `x IN <path>` and
+`<array> CONTAINS x`, and boolean logic: no arithmetic, no calls, no attribute access.
+The tree is compiled into plain Python closures, so evaluating a guard is a handful of
+function calls, never a tree walk. Compiled predicates are cached by text.
 
 Paths read JSON-like mappings only (`Mapping.get`), so `a.__class__` is just a data key.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -43,6 +45,8 @@ _GRAMMAR = r"""
 ?cmp: operand
     | operand COMPOP operand -> compare
     | operand _IN "(" literal ("," literal)* ")" -> in_
+    | operand _IN PATH -> in_path
+    | operand _CONTAINS operand -> contains
     | operand _IS _NULL -> is_null
     | operand _IS _NOT _NULL -> is_not_null
     | operand "?" operand -> has_key
@@ -60,6 +64,7 @@ _OR.2: /(?i:or)\b/
 _AND.2: /(?i:and)\b/
 _NOT.2: /(?i:not)\b/
 _IN.2: /(?i:in)\b/
+_CONTAINS.2: /(?i:contains)\b/
 _IS.2: /(?i:is)\b/
 _NULL.2: /(?i:null)\b/
 _TRUE.2: /(?i:true)\b/
@@ -76,6 +81,7 @@ _TOKEN_NAMES = {
     "_AND": "AND",
     "_NOT": "NOT",
     "_IN": "IN",
+    "_CONTAINS": "CONTAINS",
     "_IS": "IS",
     "_NULL": "NULL",
     "_TRUE": "TRUE",
@@ -189,5 +195,16 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> DomainError:
         if tok.type == "$END":
             return _fail(f"unexpected end of expression{hint}", len(text))
         pos = tok.start_pos if tok.start_pos is not None else len(text)
+        if tok.type == "PATH" and _IN_LIST_OPEN.search(text[:pos]):
+            return _fail(_IN_LIST_PATH_HINT.format(path=str(tok)), pos)
         return _fail(f"unexpected {str(tok)!r}{hint}", pos)
     return _fail("unexpected end of expression", len(text))
+
+
+#: The text before a token that sits inside an `IN ( ... ` literal list.
+_IN_LIST_OPEN = re.compile(r"(?i)\bin\s*\([^()]*$")
+_IN_LIST_PATH_HINT = (
+    "IN ( ... ) lists literals only, but {path!r} is a path; to test whether an array "
+    "held in the data has an element, write `x IN {path}` (no parentheses) or "
+    "`{path} CONTAINS x`"
+)

@@ -75,14 +75,15 @@ def cancel(
         DomainEvent(ev.WORKFLOW_CANCELLED, process.state, process.state, None, details)
     ]
     team = state.assign if state is not None else None
-    if team is not None:
+    assigned = state is not None and state.assigned
+    if assigned:
         domain_events.append(
             DomainEvent(ev.ASSIGNMENT_CANCELLED, process.state, process.state, team)
         )
     sla = None
     if state is not None and state.sla_seconds is not None:
         sla = SlaEffect(state=state.key, warn_at=None, due_at=None)
-    effects = Effects(cancel_assignments=team is not None, sla=sla)
+    effects = Effects(cancel_assignments=assigned, sla=sla)
     return Outcome(
         CANCEL, process.state, process.state, CANCELLED, process.data, effects, tuple(domain_events)
     )

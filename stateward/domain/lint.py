@@ -6,16 +6,31 @@ state), SHADOWED_ACTION (a guarded action that `advance` never reaches because a
 one is open to the same actors in the same states),
 MISSING_LABEL (a state without a label). Generated branch actions count for the graph but
 are never reported as shadowing or shadowed.
+
+DSL 2.1: a list of routes is one edge per route; `$cancel` is a way out; a state with
+`await` is left by its `then` action; a state that a spawn of this workflow enters (`to`)
+and, in a `spawn_only` workflow, every state counts as an entry (the parent's spawn may
+name any); actions chosen by name (timers, timeouts, `await`) are never SHADOWED_ACTION.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from stateward.domain import errors
 from stateward.domain.errors import Problem
-from stateward.domain.model import ActionDef, StateDef
+from stateward.domain.model import CANCEL_TARGET, ActionDef, StateDef, TimeoutSpec
 from stateward.domain.mutations import pointer_join
+
+
+@dataclass(frozen=True)
+class LintContext:
+    """Workflow-level facts the graph checks need (DSL 2.1)."""
+
+    path: str | None = None
+    spawn_only: bool = False
+    idle_timeout: TimeoutSpec | None = None
 
 
 def _sources(action: ActionDef, states: Mapping[str, StateDef]) -> set[str]:
@@ -33,14 +48,16 @@ def lint(
     states: Mapping[str, StateDef],
     declared: Mapping[str, ActionDef],
     generated: Iterable[ActionDef],
+    ctx: LintContext | None = None,
 ) -> list[Problem]:
     """Every warning of a (possibly partly invalid) definition, in a stable order."""
+    ctx = ctx or LintContext()
     every = [*generated, *declared.values()]
     found: list[Problem] = []
-    found.extend(_reachability(initial, states, every))
+    found.extend(_reachability(initial, states, every, _entries(states, every, ctx)))
     found.extend(_dead_ends(states, every))
     found.extend(_terminal_actions(states, declared))
-    found.extend(_shadowed(declared))
+    found.extend(_shadowed(declared, _by_name(states, every, ctx)))
     found.extend(
         _warn(errors.MISSING_LABEL, f"state {key!r} has no label", pointer_join("/states", key))
         for key, state in states.items()
@@ -49,18 +66,62 @@ def lint(
     return found
 
 
+def _entries(
+    states: Mapping[str, StateDef], actions: list[ActionDef], ctx: LintContext
+) -> set[str]:
+    """States a process may start in besides `initial`: a spawn of this very workflow
+    names them, or (spawn_only) a parent's spawn may name any of them."""
+    if ctx.spawn_only:
+        return set(states)
+    return {
+        spec.to
+        for action in actions
+        for spec in action.spawn
+        if spec.workflow == ctx.path and spec.to is not None and spec.to in states
+    }
+
+
+def _by_name(
+    states: Mapping[str, StateDef], actions: list[ActionDef], ctx: LintContext
+) -> set[str]:
+    """Actions the engine performs by name (timers, timeouts, joins), never via advance."""
+    named = {s.action for a in actions for s in a.schedule}
+    for state in states.values():
+        if state.timeout is not None:
+            named.add(state.timeout.action)
+        if state.await_ is not None:
+            named.add(state.await_.then)
+    if ctx.idle_timeout is not None:
+        named.add(ctx.idle_timeout.action)
+    return named
+
+
+def _edges(states: Mapping[str, StateDef], actions: list[ActionDef]) -> list[tuple[set[str], str]]:
+    """(source states, target) of every transition, `await` joins included."""
+    edges = [(_sources(a, states), to) for a in actions for to in a.targets if to in states]
+    by_key = {a.key: a for a in actions}
+    for key, state in states.items():
+        then = by_key.get(state.await_.then) if state.await_ is not None else None
+        if then is not None:
+            edges.extend(({key}, to) for to in then.targets if to in states)
+    return edges
+
+
 def _reachability(
-    initial: str | None, states: Mapping[str, StateDef], actions: list[ActionDef]
+    initial: str | None,
+    states: Mapping[str, StateDef],
+    actions: list[ActionDef],
+    entries: set[str],
 ) -> list[Problem]:
     if initial not in states:
         return []
-    edges = [(_sources(a, states), a.to) for a in actions if a.to in states]
-    seen = {initial}
-    frontier = [initial]
+    edges = _edges(states, actions)
+    seen = {initial, *entries}
+    frontier = list(seen)
     while frontier:
         current = frontier.pop()
         for sources, to in edges:
-            if current in sources and to is not None and to not in seen:
+            if current in sources and to not in seen:
                 seen.add(to)
                 frontier.append(to)
     return [
@@ -77,8 +138,10 @@ def _reachability(
 def _dead_ends(states: Mapping[str, StateDef], actions: list[ActionDef]) -> list[Problem]:
     exits: set[str] = set()
     for action in actions:
-        if action.to is not None:
-            exits.update(s for s in _sources(action, states) if s != action.to)
+        for to in action.targets:
+            exits.update(s for s in _sources(action, states) if s != to)
+    exits.update(key for key, state in states.items() if state.await_ is not None)
+    exits.update(s for sources, to in _edges(states, actions) for s in sources if s != to)
     return [
         _warn(
             errors.DEAD_END_STATE,
@@ -124,10 +187,12 @@ def _covers(first: ActionDef, later: ActionDef) -> bool:
 
 def _advance_sources(action: ActionDef) -> set[str]:
     """States from which `advance` may pick the action: explicit `from`, and a `to`."""
-    return set(action.from_states or ()) if action.to is not None else set()
+    if not action.moves or action.to == CANCEL_TARGET:  # `$cancel` is chosen by name only
+        return set()
+    return set(action.from_states or ())
 
 
-def _shadowed(declared: Mapping[str, ActionDef]) -> list[Problem]:
+def _shadowed(declared: Mapping[str, ActionDef], by_name: set[str]) -> list[Problem]:
     """Guarded actions that `advance` can never reach: an earlier unguarded action is open
     to all of their actors in all of their states. Only transitions with an explicit `from`
     are advance candidates; unguarded actions are chosen by name (approve / reject), so they
@@ -137,7 +202,7 @@ def _shadowed(declared: Mapping[str, ActionDef]) -> list[Problem]:
     for key, action in declared.items():
         mine = _advance_sources(action)
         guarded = action.when is not None or action.when_fn is not None
-        for first in earlier if guarded and mine else ():
+        for first in earlier if guarded and mine and key not in by_name else ():
             if _covers(first, action) and mine <= _advance_sources(first):
                 message = (
                     f"action {key!r} is shadowed by the earlier unguarded action "

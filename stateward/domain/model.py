@@ -70,6 +70,39 @@ class BranchRule:
     target: str
 
 
+#: `to` of an action that ends the instance as `cancelled` (DSL 2.1).
+CANCEL_TARGET = "$cancel"
+
+
+@dataclass(frozen=True)
+class TimeoutSpec:
+    """A timer that belongs to a state (`timeout`) or to the instance (`idle_timeout`):
+    fire `action` after `seconds`, or after the number a `{"$ref"}` resolves to."""
+
+    action: str
+    seconds: float | None = None
+    ref: Any = None
+
+
+@dataclass(frozen=True)
+class AwaitSpec:
+    """A join (DSL 2.1 `await`): perform `then` as `system` once `children` ("all",
+    "any" or a count) of the children spawned while in the state have finished."""
+
+    children: str | int
+    then: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """One target of an action whose `to` is a list: the first route whose `when` holds
+    (against the data after `mutate`, the input and the actor) wins; no `when` = always."""
+
+    to: str
+    when: str | None = None
+    when_fn: Predicate | None = field(default=None, compare=False, repr=False)
+
+
 @dataclass(frozen=True)
 class StateDef:
     """A state of a workflow. `ordinal` is its 0-based position in the `states` map."""
@@ -88,6 +121,21 @@ class StateDef:
     surface: str | None = None
     visible: tuple[str, ...] = ()
     branch_rules: tuple[BranchRule, ...] = ()
+    #: DSL 2.1: `assign: {"user": <id or {"$ref"}>}` opens the assignment for one person.
+    assign_user: Any = None
+    #: DSL 2.1: warning at this fraction of `sla_seconds` (None: 0.8), and whether the
+    #: warning is also written as a notification (like a breach).
+    sla_warning: float | None = None
+    sla_warning_notify: bool = True
+    timeout: TimeoutSpec | None = None
+    await_: AwaitSpec | None = None
+    #: DSL 2.1, terminal states of a child: data keys handed to the parent's `$child`.
+    returns: tuple[str, ...] = ()
+
+    @property
+    def assigned(self) -> bool:
+        """True when entering the state opens an assignment (for a team or a person)."""
+        return self.assign is not None or self.assign_user is not None
 
 
 @dataclass(frozen=True)
@@ -99,6 +147,8 @@ class SpawnSpec:
     data: Mapping[str, Any] = field(default_factory=dict)
     as_key: str | None = None
     from_states: tuple[str, ...] | None = None
+    #: DSL 2.1 multi-instance: a reference to a list; one child per element.
+    each: Any = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +193,20 @@ class ActionDef:
     generated: bool = False
     when_fn: Predicate | None = field(default=None, compare=False, repr=False)
     then_fn: Predicate | None = field(default=None, compare=False, repr=False)
+    #: DSL 2.1: `to` as a list of `{when, to}` (then `to` is None).
+    routes: tuple[Route, ...] = ()
+
+    @property
+    def moves(self) -> bool:
+        """True when the action leaves for another state (a `to`, routes or `$cancel`)."""
+        return self.to is not None or bool(self.routes)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every state the action may go to (`$cancel` included when it is one)."""
+        if self.routes:
+            return tuple(dict.fromkeys(r.to for r in self.routes))
+        return (self.to,) if self.to is not None else ()
 
 
 @dataclass(frozen=True)
@@ -162,6 +226,10 @@ class Definition:
     source: Mapping[str, Any]
     canonical: bytes
     hash: str
+    #: DSL 2.1 `start`: roles that may start it (empty = anyone) and spawn-only.
+    start_roles: tuple[str, ...] = ()
+    spawn_only: bool = False
+    idle_timeout: TimeoutSpec | None = None
 
     @property
     def namespace(self) -> str:
@@ -217,6 +285,8 @@ class ProcessSnapshot:
     started_by: str | None = None
     claimed_by: str | None = None
     automation_chain: int = 0
+    #: A spawned child's parent data as it was at the spawn (what `parent.*` reads).
+    parent_data: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +298,8 @@ class SpawnEffect:
     state: str | None
     data: Mapping[str, Any]
     as_key: str | None = None
+    #: The parent's data after the event (engine keys left out): the child's `parent.*`.
+    parent: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +349,7 @@ class Effects:
     schedules: tuple[ScheduleEffect, ...] = ()
     unschedules: tuple[UnscheduleEffect, ...] = ()
     open_assignment: str | None = None  # team of the state entered
+    assignee: str | None = None  # the person the state entered is assigned to (DSL 2.1)
     cancel_assignments: bool = False  # the state with open assignments was left
     sla: SlaEffect | None = None
     run_hook: str | None = None  # hook of the system state entered (runtime runs it)

@@ -4,7 +4,9 @@
 applies one to process data at run time and returns a new dict (copy on write: the data,
 the input and the definition's own values are never modified or aliased). A string that
 is exactly `input.<path>` is a reference into the action input, `$timestamp` is the event's
-timestamp; `resolve_value` resolves both, also inside nested objects and arrays.
+timestamp; DSL 2.1 adds `{"$ref": "<path>"}` objects reading `data.*`, `input.*`,
+`actor.id`, `actor.roles` and `parent.*` (`references.py`). `resolve_value` resolves all of
+them, also inside nested objects and arrays.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from stateward.domain.errors import INVALID_INPUT, INVALID_MUTATION, DomainError, Problem
 from stateward.domain.jsonvalues import json_kind
+from stateward.domain.references import RefScope, parse_reference, read_reference, scan_values
 
 __all__ = [
     "DATA_OPERATORS",
@@ -73,10 +76,12 @@ def validate_mutation(mutate: object, pointer: str) -> list[Problem]:
         elif op in DATA_OPERATORS:
             if not isinstance(value, Mapping):
                 problems.append(_problem(f"`{op}` must be an object of top-level keys", at))
-            elif op == "$merge":
-                problems.extend(_check_values(value, at, "object", "an object"))
-            elif op == "$increment":
-                problems.extend(_check_values(value, at, "number", "a number"))
+            else:
+                problems.extend(scan_values(value, at, INVALID_MUTATION))
+                if op == "$merge":
+                    problems.extend(_check_values(value, at, "object", "an object"))
+                elif op == "$increment":
+                    problems.extend(_check_values(value, at, "number", "a number"))
         else:
             known = ", ".join(DATA_OPERATORS + EFFECT_OPERATORS)
             problems.append(_problem(f"unknown mutation operator {op!r} (known: {known})", at))
@@ -102,8 +107,8 @@ def _check_remove(value: object, at: str) -> list[Problem]:
 def _check_values(values: Mapping[str, Any], at: str, kind: str, noun: str) -> list[Problem]:
     problems = []
     for key, value in values.items():
-        if input_reference(value) is not None:
-            continue  # checked against the input at run time
+        if input_reference(value) is not None or parse_reference(value) is not None:
+            continue  # checked against the input (or data, actor) at run time
         if json_kind(value) != kind or (kind == "number" and not math.isfinite(value)):
             problems.append(
                 _problem(
@@ -134,19 +139,29 @@ def split_mutation(
     return data_ops, items("$spawn"), items("$schedule"), items("$unschedule")
 
 
-def resolve_value(value: Any, input: Mapping[str, Any], ts: str) -> Any:
-    """Resolve `input.<path>` (missing = None) and `$timestamp` references in a value.
+def resolve_value(
+    value: Any, input: Mapping[str, Any], ts: str, scope: RefScope | None = None
+) -> Any:
+    """Resolve `input.<path>` (missing = None), `$timestamp` and `{"$ref": ...}` references
+    in a value; `scope` holds what `data.*`, `actor.*` and `parent.*` read (None: null).
 
     Objects and arrays are resolved item by item and always copied, so the result never
-    aliases the definition or the input.
+    aliases the definition, the input or the data.
     """
     try:
-        return _resolve(value, input, ts)
+        return _resolve(value, input, ts, scope)
     except RecursionError:
         raise DomainError(INVALID_INPUT, "value nests too deeply") from None
 
 
-def _resolve(value: Any, input: Mapping[str, Any], ts: str) -> Any:
+def _resolve(value: Any, input: Mapping[str, Any], ts: str, scope: RefScope | None) -> Any:
+    if isinstance(value, Mapping):
+        ref = parse_reference(value)
+        if ref is not None:
+            return _copy(read_reference(ref[0], ref[1], input, scope))
+        return {k: _resolve(v, input, ts, scope) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_resolve(v, input, ts, scope) for v in value]
     if isinstance(value, str):
         if value == TIMESTAMP:
             return ts
@@ -159,26 +174,29 @@ def _resolve(value: Any, input: Mapping[str, Any], ts: str) -> Any:
                 return None
             current = current.get(key)
         return _copy(current)
-    return _copy(value, input, ts) if isinstance(value, Mapping | list | tuple) else value
+    return value
 
 
-def _copy(value: Any, input: Mapping[str, Any] | None = None, ts: str = "") -> Any:
-    """A deep copy of JSON containers; with `input`, references inside are resolved too."""
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON containers (a resolved value never aliases its source)."""
     if isinstance(value, Mapping):
-        if input is None:
-            return {k: _copy(v) for k, v in value.items()}
-        return {k: _resolve(v, input, ts) for k, v in value.items()}
+        return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if input is None:
-            return [_copy(v) for v in value]
-        return [_resolve(v, input, ts) for v in value]
+        return [_copy(v) for v in value]
     return value
 
 
 def apply_mutation(
-    data: Mapping[str, Any], mutate: Mapping[str, Any], input: Mapping[str, Any], ts: str
+    data: Mapping[str, Any],
+    mutate: Mapping[str, Any],
+    input: Mapping[str, Any],
+    ts: str,
+    scope: RefScope | None = None,
 ) -> dict[str, Any]:
     """Apply the data operators of `mutate` to `data` and return the new data (a new dict).
+
+    `{"$ref": "data.*"}` reads `data` as it was before the mutation; `scope` adds the
+    actor and the parent snapshot (its own `data` is ignored here).
 
     Order: $set, $merge (shallow), $append, $increment, $remove, whatever the key order.
     Effect operators are ignored here. A type conflict with the current data or a resolved
@@ -188,14 +206,15 @@ def apply_mutation(
     if unknown:
         raise DomainError(INVALID_MUTATION, f"unknown mutation operator {unknown[0]!r}")
     result = dict(data)
+    refs = RefScope(data, scope.actor, scope.parent) if scope is not None else RefScope(data)
     for key, value in _entries(mutate, "$set"):
-        result[key] = resolve_value(value, input, ts)
+        result[key] = resolve_value(value, input, ts, refs)
     for key, value in _entries(mutate, "$merge"):
-        _merge(result, key, resolve_value(value, input, ts))
+        _merge(result, key, resolve_value(value, input, ts, refs))
     for key, value in _entries(mutate, "$append"):
-        _append(result, key, resolve_value(value, input, ts))
+        _append(result, key, resolve_value(value, input, ts, refs))
     for key, value in _entries(mutate, "$increment"):
-        _increment(result, key, resolve_value(value, input, ts))
+        _increment(result, key, resolve_value(value, input, ts, refs))
     removed = mutate.get("$remove")
     for key in [removed] if isinstance(removed, str) else list(removed or ()):
         result.pop(key, None)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stateward.domain.compiled import Mutator, compile_mutation
-from stateward.domain.model import ActionDef, Definition
+from stateward.domain.model import CANCEL_TARGET, ActionDef, Definition
+from stateward.domain.references import REF
 
 BOOTSTRAP_NAME = "bootstrap"
 _CACHE_LIMIT = 4096
@@ -29,6 +30,17 @@ class Plan:
     bootstrap: bool
     #: action key -> its compiled mutation.
     mutators: dict[str, Mutator]
+    #: keys of the actions whose values hold `{"$ref"}` objects (they need a `RefScope`).
+    scoped: frozenset[str] = frozenset()
+    #: True when a state has a `timeout` or the workflow an `idle_timeout`.
+    timed: bool = False
+    #: True when a state awaits children: the engine keeps `$children`/`$await` and the
+    #: runtime tells the instance about its children's ends (`$child`). A workflow without
+    #: `await` keeps the v2 behaviour exactly (no engine keys in its data).
+    joins: bool = False
+    #: True when a value reads `{"$ref": "parent.*"}`: a spawn hands this workflow's
+    #: children a copy of the parent's data (their `$parent`).
+    reads_parent: bool = False
     #: (action key, from state) -> (effects, events) of a transition whose effects never
     #: depend on the event (no spawn/timers/SLA/hook); filled lazily by the engine.
     templates: dict[tuple[str, str], Any] = field(default_factory=dict)
@@ -46,7 +58,8 @@ def build_plan(definition: Definition) -> Plan:
     """Compute the `Plan` of a definition (no caching)."""
     candidates: dict[str, list[ActionDef]] = {key: [] for key in definition.states}
     for action in definition.actions.values():
-        if action.to is None or action.from_states is None:
+        # `$cancel` is never an advance target: ending an instance is chosen by name
+        if not action.moves or action.from_states is None or action.to == CANCEL_TARGET:
             continue
         for state in action.from_states:
             if state in candidates and action not in candidates[state]:
@@ -56,7 +69,29 @@ def build_plan(definition: Definition) -> Plan:
         candidates={key: tuple(acts) for key, acts in candidates.items()},
         bootstrap=is_bootstrap(definition),
         mutators={key: compile_mutation(a.mutate) for key, a in definition.actions.items()},
+        scoped=frozenset(key for key, a in definition.actions.items() if _holds_ref(a)),
+        joins=any(s.await_ is not None for s in definition.states.values()),
+        reads_parent=any(_holds_ref(a, "parent") for a in definition.actions.values()),
+        timed=definition.idle_timeout is not None
+        or any(s.timeout is not None for s in definition.states.values()),
     )
+
+
+def _holds_ref(action: ActionDef, root: str | None = None) -> bool:
+    """True when a value of the action (mutation, spawn data, timer) is a `{"$ref"}`
+    (reading `root`, when given)."""
+    stack: list[object] = [action.mutate, *(s.data for s in action.spawn)]
+    stack.extend(s.at for s in action.schedule)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get(REF)
+            if ref is not None and (root is None or str(ref).split(".")[0] == root):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 def plan_for(definition: Definition) -> Plan:

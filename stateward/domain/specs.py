@@ -17,10 +17,11 @@ from typing import Any
 from stateward.domain import errors
 from stateward.domain.errors import Problem
 from stateward.domain.model import ScheduleSpec, SpawnSpec, UnscheduleSpec
-from stateward.domain.mutations import pointer_join
+from stateward.domain.mutations import input_reference, pointer_join
 from stateward.domain.paths import is_canonical_path
+from stateward.domain.references import parse_reference, scan_values
 
-SPAWN_KEYS = ("workflow", "to", "data", "as", "from")
+SPAWN_KEYS = ("workflow", "to", "data", "as", "from", "each")
 SCHEDULE_KEYS = ("action", "after", "at", "key")
 UNSCHEDULE_KEYS = ("key", "action")
 
@@ -72,6 +73,7 @@ def parse_spawns(
 ) -> tuple[list[SpawnSpec], list[Problem]]:
     """Validate spawn items; return the specs and the problems found."""
     found: list[Problem] = []
+    notes: list[Problem] = []  # warnings: they never drop the item
     specs: list[SpawnSpec] = []
     for where, item in _items(raw, at, code, "spawn", found):
         before = len(found)
@@ -89,7 +91,21 @@ def parse_spawns(
                     pointer_join(where, "data"),
                 )
             )
+        elif "data" in item:
+            warnings = scan_values(item["data"], pointer_join(where, "data"), code)
+            found.extend(p for p in warnings if p.severity == "error")
+            notes.extend(p for p in warnings if p.severity == "warning")
         from_states = _from_states(item, where, ctx, code, found)
+        each = item.get("each")
+        if "each" in item and parse_reference(each) is None and input_reference(each) is None:
+            found.append(
+                Problem(
+                    code,
+                    'spawn \'each\' must reference a list: {"$ref": "data.<path>"} or '
+                    "'input.<path>' (one child per element)",
+                    pointer_join(where, "each"),
+                )
+            )
         if len(found) == before:
             specs.append(
                 SpawnSpec(
@@ -98,9 +114,10 @@ def parse_spawns(
                     data=dict(item.get("data") or {}),
                     as_key=item.get("as"),
                     from_states=from_states,
+                    each=each,
                 )
             )
-    return specs, found
+    return specs, found + notes
 
 
 def _spawn_target(workflow: Any, at: str, ctx: SpecContext, found: list[Problem]) -> None:
@@ -174,7 +191,8 @@ def parse_schedules(
             found.append(
                 Problem(
                     code,
-                    "'at' must be an RFC 3339 time, '$timestamp' or an 'input.<path>' reference",
+                    "'at' must be an RFC 3339 time, '$timestamp', an 'input.<path>' reference "
+                    'or a {"$ref": "<path>"} reference',
                     pointer_join(where, "at"),
                 )
             )
@@ -237,6 +255,8 @@ def _action_ref(
 
 
 def _time_or_reference(value: Any) -> bool:
+    if parse_reference(value) is not None:
+        return True
     if not isinstance(value, str):
         return False
     if value == "$timestamp" or (value.startswith("input.") and len(value) > len("input.")):

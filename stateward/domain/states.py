@@ -20,6 +20,8 @@ from stateward.domain.forms import parse_form
 from stateward.domain.model import AUDIENCES, MODES, StateDef
 from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import resolve_hook
+from stateward.domain.references import parse_reference
+from stateward.domain.stages import parse_stage_extensions
 
 STATE_KEYS = (
     "label",
@@ -34,8 +36,13 @@ STATE_KEYS = (
     "surface",
     "visible",
     "branch_rules",
+    "sla_warning",
+    "sla_warning_notify",
+    "timeout",
+    "await",
+    "returns",
 )
-_TEXT_FIELDS = ("label", "description", "assign", "surface")
+_TEXT_FIELDS = ("label", "description", "surface")
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class StateContext:
     namespace: str
     #: Tells whether a hook module (`ns/path/module`) exists; None: do not check.
     modules: Callable[[str], bool] | None
+    #: The workflow's action keys (for `timeout` and `await`); None: do not check.
+    action_keys: tuple[str, ...] | None = None
 
 
 def parse_states(
@@ -85,6 +94,8 @@ def _parse_state(
         if field in entry and (not isinstance(entry[field], str) or not entry[field].strip()):
             invalid(field, f"state {field!r} must be a non-empty string")
     text = {f: entry[f] for f in _TEXT_FIELDS if isinstance(entry.get(f), str) and entry[f]}
+    team, user = _assign(entry, at, found)
+    extra = parse_stage_extensions(entry, at, ctx.action_keys, found)
     terminal = entry.get("terminal", False)
     if not isinstance(terminal, bool):
         invalid("terminal", "'terminal' must be true or false")
@@ -124,16 +135,40 @@ def _parse_state(
         description=text.get("description"),
         audience=audience,
         form=form,
-        assign=text.get("assign"),
+        assign=team,
+        assign_user=user,
         sla_seconds=float(sla) if sla is not None else None,
         hook=hook,
         mode=mode,
         surface=text.get("surface"),
         visible=tuple(visible),
         branch_rules=rules,
+        **extra,
     )
     found.extend(mode_problems(state, pointer_join(at, "mode")))
     return state
+
+
+def _assign(entry: dict[str, Any], at: str, found: list[Problem]) -> tuple[str | None, Any]:
+    """`(team, user)` of `assign`: a team name, or (DSL 2.1) `{"user": <id or {"$ref"}>}`."""
+    if "assign" not in entry:
+        return None, None
+    raw, where = entry["assign"], pointer_join(at, "assign")
+    if isinstance(raw, str) and raw.strip():
+        return raw, None
+    if isinstance(raw, dict) and set(raw) == {"user"}:
+        user = raw["user"]
+        if (isinstance(user, str) and user.strip()) or parse_reference(user) is not None:
+            return None, user
+    found.append(
+        Problem(
+            errors.INVALID_FIELD,
+            '\'assign\' must be a team name or {"user": "<actor id>"} / '
+            '{"user": {"$ref": "data.<path>"}}',
+            where,
+        )
+    )
+    return None, None
 
 
 def _check_hook(hook: Any, at: str, ctx: StateContext, found: list[Problem]) -> str | None:
@@ -166,7 +201,7 @@ def mode_problems(state: StateDef, at: str) -> list[Problem]:
     """
     needs = {
         "form": [(state.form is not None, "a 'form' template")],
-        "review": [(state.assign is not None, "an 'assign' team")],
+        "review": [(state.assigned, "an 'assign' team or user")],
         "delegated": [(state.surface is not None, "a 'surface' package")],
         "automated": [
             (state.hook is not None, "a 'hook'"),

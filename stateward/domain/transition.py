@@ -8,12 +8,15 @@ the same outcome, which is what `stateward verify` relies on when it replays a l
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from stateward.domain import events as ev
 from stateward.domain import registry
 from stateward.domain.access import check_role, check_state_access, holds_role
 from stateward.domain.effects import (
+    assign_user,
+    cancelled_by_action,
     collect_children,
     entry_effects,
     schedule_effects,
@@ -35,8 +38,10 @@ from stateward.domain.errors import (
     DomainError,
 )
 from stateward.domain.forms import validate_fields
+from stateward.domain.joins import PARENT_KEY, enter_await, parent_snapshot, record_spawns
 from stateward.domain.model import (
     ACTIVE,
+    CANCEL_TARGET,
     COMPLETED,
     STALE,
     ActionDef,
@@ -49,6 +54,9 @@ from stateward.domain.model import (
     StateDef,
 )
 from stateward.domain.plan import Plan, plan_for
+from stateward.domain.references import RefScope
+from stateward.domain.routing import choose_route
+from stateward.domain.starting import check_start
 
 START = "$start"
 
@@ -61,11 +69,14 @@ def start(
     actor: Actor,
     ts: str,
     event_id: str,
+    authorize: bool = True,
+    parent: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """`$start`: a new process in the initial state with `data` (data.state = initial).
 
     Entering the initial state has its usual effects (assignment, SLA, hook); a visitor
-    may only start a workflow whose initial state is `public`.
+    may only start a workflow whose initial state is `public`; the workflow's `start`
+    policy (DSL 2.1: roles, spawn_only) applies unless `authorize` is False (replay).
     """
     del process_id, event_id  # the runtime keys the new row; kept for a uniform signature
     if not isinstance(data, Mapping):
@@ -73,8 +84,14 @@ def start(
     initial = definition.states[definition.initial]
     if actor.is_visitor and initial.audience != "public":
         raise DomainError(FORBIDDEN, "visitors only start workflows whose initial state is public")
+    if authorize:
+        check_start(definition, actor)
     new = dict(data)
     new["state"] = initial.key
+    if parent is not None:  # a spawned child keeps its parent's data for `parent.*`
+        new[PARENT_KEY] = dict(parent)
+    if initial.await_ is not None:
+        enter_await(new, "", initial)
     domain_events = [DomainEvent(type=ev.WORKFLOW_STARTED, to_state=initial.key)]
     team, sla, hook = entry_effects(initial, ts, domain_events)
     status = ACTIVE
@@ -82,7 +99,10 @@ def start(
         status = COMPLETED
         domain_events.append(DomainEvent(type=ev.WORKFLOW_COMPLETED, to_state=initial.key))
     effects = Effects(open_assignment=team, sla=sla, run_hook=hook, completed=initial.terminal)
-    return Outcome(START, initial.key, initial.key, status, new, effects, tuple(domain_events))
+    begun = Outcome(START, initial.key, initial.key, status, new, effects, tuple(domain_events))
+    if initial.assign_user is not None and not initial.terminal:
+        begun = assign_user(begun, initial, new, {}, actor.as_value())
+    return begun
 
 
 def perform(
@@ -150,8 +170,10 @@ def advance(
         check_state_access(state, actor, process.claimed_by)
     actor_value: Mapping[str, Any] | None = None
     data = process.data
+    missing_roles: list[ActionDef] = []
     for act in plan.candidates.get(process.state, ()):
         if authorize and not holds_role(act, actor):
+            missing_roles.append(act)
             continue
         when_fn = act.when_fn
         if when_fn is not None:
@@ -160,11 +182,19 @@ def advance(
             if not when_fn(data, input, actor_value):
                 continue
         return _execute(plan, process, state, act, input, actor, ts, event_id, guarded=True)
-    raise DomainError(
-        NO_APPLICABLE_ACTION,
-        f"no action out of state {process.state!r} applies for this actor and input",
-        details={"state": process.state},
-    )
+    raise no_applicable(process.state, missing_roles)
+
+
+def no_applicable(state: str, missing_roles: list[ActionDef]) -> DomainError:
+    """NO_APPLICABLE_ACTION; when actions were skipped for a role the actor lacks, the
+    message names them and the roles they need (a missing grant, not a failing guard)."""
+    message = f"no action out of state {state!r} applies for this actor and input"
+    details: dict[str, Any] = {"state": state}
+    if missing_roles:
+        needs = "; ".join(f"{a.key!r} needs {','.join(a.roles)!r}" for a in missing_roles)
+        message += f" (you lack the role: {needs})"
+        details["missingRoles"] = {a.key: list(a.roles) for a in missing_roles}
+    return DomainError(NO_APPLICABLE_ACTION, message, details=details)
 
 
 def _live_state(plan: Plan, process: ProcessSnapshot) -> StateDef:
@@ -198,7 +228,7 @@ def _execute(
 ) -> Outcome:
     """Steps 4–8 for an authorized action: form, when, mutate, then, effects."""
     key, to_key, bootstrap = act.key, act.to, plan.bootstrap
-    if to_key is not None and state.form is not None:
+    if act.moves and to_key != CANCEL_TARGET and state.form is not None:  # a cancel fills no form
         _check_form(state, input)
     if bootstrap:
         registry.check_input(plan.definition.namespace, key, input)
@@ -209,15 +239,35 @@ def _execute(
         actor_value = actor.as_value()
         if not when_fn(data, input, actor_value):
             raise DomainError(GUARD_FAILED, f"the guard of {key!r} does not hold: {act.when}")
-    new = plan.mutators[key](data, input, ts)
+    scope = None
+    if key in plan.scoped:
+        if actor_value is None:
+            actor_value = actor.as_value()
+        parent = process.parent_data
+        if parent is None and isinstance(data.get(PARENT_KEY), Mapping):
+            parent = data[PARENT_KEY]
+        scope = RefScope(data, actor_value, parent)
+    new = plan.mutators[key](data, input, ts, scope)
     if bootstrap:
         new = registry.reduce(plan.definition.namespace, key, new, input, actor, ts)
     from_key = process.state
-    spawns = spawn_effects(act, from_key, input, ts, event_id) if act.spawn else ()
+    if act.routes:
+        if actor_value is None:
+            actor_value = actor.as_value()
+        to_key = choose_route(act, new, input, actor_value)
+    spawns = spawn_effects(act, from_key, input, ts, event_id, scope) if act.spawn else ()
     if spawns:
         collect_children(new, spawns)
-    if to_key is not None:
+    if to_key is not None and to_key != CANCEL_TARGET:
         new["state"] = to_key
+    if plan.joins:
+        after = plan.definition.states.get(new.get("state", from_key))
+        if to_key is not None and to_key != from_key:
+            enter_await(new, from_key, after)
+        record_spawns(new, spawns, after)
+    if spawns:
+        snapshot = parent_snapshot(new)
+        spawns = tuple(replace(s, parent=snapshot) for s in spawns)
     then_fn = act.then_fn
     if then_fn is not None:
         if actor_value is None:
@@ -226,22 +276,29 @@ def _execute(
             raise DomainError(
                 POSTCONDITION_FAILED, f"the postcondition of {key!r} fails: {act.then}"
             )
-    if not (spawns or act.schedule or act.unschedule or bootstrap):
+    if to_key == CANCEL_TARGET:
+        return cancelled_by_action(state, key, new, input, spawns)
+    target = plan.definition.states.get(to_key) if to_key is not None else None
+    personal = target is not None and target.assign_user is not None and to_key != from_key
+    if not (spawns or act.schedule or act.unschedule or bootstrap or act.routes or personal):
         template: Any = plan.templates.get((key, from_key))
         if template is None:
             template = transition_template(plan, state, act)
             plan.templates[(key, from_key)] = template
         if template:
             return Outcome(key, from_key, template[0], template[1], new, template[2], template[3])
-    schedules = schedule_effects(act, input, ts) if act.schedule else ()
+    schedules = schedule_effects(act, input, ts, scope) if act.schedule else ()
     unschedules = unschedule_effects(act) if act.unschedule else ()
     details = {ev.D_CHILDREN: [s.child_id for s in spawns]} if spawns else {}
     gov_events = registry.domain_events(key, input) if bootstrap else ()
     to_state, status, effects, domain_events = transition_effects(
         plan, state, act, ts, Effects(spawns=spawns, schedules=schedules, unschedules=unschedules),
-        details,
+        details, to_key,
     )  # fmt: skip
-    return Outcome(key, from_key, to_state, status, new, effects, (*domain_events, *gov_events))
+    outcome = Outcome(key, from_key, to_state, status, new, effects, (*domain_events, *gov_events))
+    if personal and target is not None and not target.terminal:
+        outcome = assign_user(outcome, target, new, input, actor_value or actor.as_value())
+    return outcome
 
 
 def _check_form(state: StateDef, input: Mapping[str, Any]) -> None:
@@ -253,6 +310,15 @@ def _check_form(state: StateDef, input: Mapping[str, Any]) -> None:
     if not isinstance(fields, Mapping):
         raise DomainError(INVALID_INPUT, "input.fields must be an object", pointer="/fields")
     problems = validate_fields(state.form, fields)
+    flat = sorted(k for k in input if k != "fields" and state.form.field(k) is not None)
+    if problems and flat and "fields" not in input:
+        raise DomainError(
+            INVALID_INPUT,
+            f"form values go under input.fields, not at the top of the input: send "
+            f'{{"fields": {{{", ".join(repr(k) for k in flat)}: ...}}}}',
+            pointer="/fields",
+            problems=problems,
+        )
     if problems:
         first = problems[0]
         raise DomainError(

@@ -26,7 +26,10 @@ from stateward.runtime.core import commands, queries
 from stateward.runtime.core.services import Runtime
 
 EXAMPLES_ENV = "STATEWARD_EXAMPLES_DIR"
-TEAMS = ("analyst", "manager", "compliance", "support", "support-l2", "sales", "office", "agent")
+TEAMS = (
+    "analyst", "manager", "compliance", "support", "support-l2", "sales", "office", "agent",
+    "requester", "approver", "finance", "hr", "onboarding",
+)  # fmt: skip
 DEMO_LABEL = "demo"
 
 
@@ -198,6 +201,21 @@ SCENARIOS: tuple[tuple[str, Mapping[str, Any], tuple[tuple[str, Mapping[str, Any
             ),
         ),
     ),
+)
+
+
+SCENARIOS += (
+    (
+        "procure/purchasing/purchase-approval",
+        {},
+        (("submit", {"fields": {"item": "Standing desk", "amount": 640, "reason": "Back pain"}}),),
+    ),
+    (
+        "people/onboarding/onboarding",
+        {"teams": ["hr", "it", "facilities"]},
+        (("begin", {"fields": {"employee": "Eve Example", "start_date": "2027-01-04"}}),),
+    ),
+    ("intake/public/service-request", {}, ()),
 )
 
 

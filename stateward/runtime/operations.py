@@ -11,6 +11,7 @@ operations, whichever feature modules its caller happened to import.
 from __future__ import annotations
 
 from stateward.runtime.access import governance_ops
+from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import KernelOp, register, register_governance
 from stateward.runtime.hooks import automation
 from stateward.runtime.public import entry
@@ -28,6 +29,7 @@ OPERATIONS: dict[str, KernelOp] = {
     scheduler.TIMER: scheduler.op_timer,
     staleness.STALE: staleness.op_stale,
     automation.AUTOMATE: automation.op_automate,
+    joins.CHILD: joins.op_child,  # DSL 2.1: a child ended (written by the core's writes)
 }
 
 

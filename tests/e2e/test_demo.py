@@ -17,6 +17,11 @@ DEMO_WORKFLOWS = {
     "customer/retail/retail-customer",
     "intake/public/contact-form",
     "support/desk/ticket",
+    "procure/purchasing/purchase-approval",
+    "finance/payments/payment",
+    "intake/public/service-request",
+    "people/onboarding/onboarding",
+    "people/onboarding/onboarding-task",
 }
 
 
@@ -51,7 +56,7 @@ def test_demo_prints_a_token_that_lists_the_example_workflows(tmp_path: Path) ->
 
     again = ServerProcess("--demo", env=env, cwd=tmp_path).start()  # idempotent re-run
     try:
-        assert "0 workflow(s) deployed, 4 unchanged" in again.output()
+        assert "0 workflow(s) deployed, 9 unchanged" in again.output()
         assert _workflows(again.url, _token(again.output())) >= DEMO_WORKFLOWS
     finally:
         again.stop()

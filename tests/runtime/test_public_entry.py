@@ -155,3 +155,20 @@ async def test_public_calls_are_rate_limited_per_ip(db_url, clock, operator):
         assert await _code(public_view(rt, entry.token, IP)) == "RATE_LIMITED"
     finally:
         await rt.close()
+
+
+async def test_a_visitor_error_never_shows_the_instance_id_or_says_process(desk):
+    entry = await start_public(desk.rt, APPLY["$path"], {}, IP)
+    await advance_public(desk.rt, entry.token, "submit", {"fields": {"name": "Ann"}}, IP)
+    digest = hashlib.sha256(entry.token.encode()).hexdigest()
+    async with desk.rt.uow(readonly=True) as uow:
+        record = await uow.processes.by_entry_token(digest)
+    assert record is not None
+    pid = record.id
+    await perform_action(desk.rt, desk.admin, pid, "approve", {})
+    with pytest.raises(DomainError) as done:
+        await advance_public(desk.rt, entry.token, "save", {"fields": {"name": "Bo"}}, IP)
+    error = done.value
+    assert error.code == "INACTIVE_PROCESS"
+    assert pid not in error.message and "process" not in error.message.lower()
+    assert "this form" in error.message

@@ -297,7 +297,7 @@ async def apply_in(
     claimed_by = None
     if process is not None:
         state = definition.states.get(process.state)
-        if state is not None and state.assign is not None:
+        if state is not None and state.assigned:
             claimed_by = await uow.processes.claimed_by(process.id)
     ctx = ActContext(
         runtime=runtime,
@@ -317,7 +317,10 @@ async def apply_in(
     op = select_op(envelope, registry=registry)
     outcome = await op(ctx)
     written = await write_event(ctx, outcome)
-    if cache is not None and op in CACHEABLE_OPS and not ctx.after_event:
+    if cache is not None:
+        for other in ctx.touched:  # a parent told of its child's end: its cached row is old
+            cache.processes.pop(other, None)
+    if cache is not None and op in CACHEABLE_OPS and not ctx.after_event and not ctx.touched:
         cache.processes[written.process.id] = written.process  # nothing else wrote the row
     return written
 

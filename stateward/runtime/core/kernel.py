@@ -35,6 +35,8 @@ from stateward.domain.model import (
     Outcome,
     ProcessSnapshot,
 )
+from stateward.domain.plan import plan_for
+from stateward.domain.timeouts import arm_timers
 from stateward.governance.envelope import Envelope, SignedEnvelope
 from stateward.persistence import UnitOfWork
 from stateward.records import ProcessRecord, StoredEvent
@@ -46,7 +48,7 @@ START = engine.START
 CANCEL = "$cancel"
 ADVANCE = engine.ADVANCE
 #: Keys a `$start` input may carry; `state` and `parent` only from the system (spawns).
-START_KEYS = frozenset({"data", "state", "parent"})
+START_KEYS = frozenset({"data", "state", "parent", "parent_data"})
 
 AfterEvent = Callable[[StoredEvent], Awaitable[None]]
 
@@ -74,6 +76,8 @@ class ActContext:
     after_event: list[AfterEvent] = field(default_factory=list)
     #: Bus payload overrides by event type (e.g. the version a deployment created).
     payload_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Other processes this event wrote too (a parent told of its child's end).
+    touched: set[str] = field(default_factory=set)
 
     @property
     def envelope(self) -> Envelope:
@@ -142,6 +146,7 @@ def evaluate(
     outcome = engine.apply(process, event, definition, authorize=authorize)
     if name == START and isinstance(input.get("state"), str):
         outcome = _start_in(definition, outcome, input["state"], ts)
+        outcome = arm_timers(definition, None, outcome, ts, timed=plan_for(definition).timed)
     return outcome
 
 
@@ -151,7 +156,7 @@ def _check_start_input(input: Mapping[str, Any], actor: Actor) -> None:
         raise DomainError(
             INVALID_INPUT, f"$start input has no field {unknown[0]!r}", pointer=f"/{unknown[0]}"
         )
-    if ("state" in input or "parent" in input) and not actor.is_system:
+    if ("state" in input or "parent" in input or "parent_data" in input) and not actor.is_system:
         raise DomainError(FORBIDDEN, "only the system may start an instance in a chosen state")
 
 

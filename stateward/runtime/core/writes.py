@@ -25,6 +25,7 @@ from stateward.domain.model import (
     DomainEvent,
     Outcome,
 )
+from stateward.domain.plan import plan_for
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
 from stateward.governance.verification import sign_envelope
@@ -36,12 +37,15 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
+from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import START, ActContext, evaluate
 
 if TYPE_CHECKING:
     from stateward.domain.model import SpawnEffect
 
 ASSIGNMENT_NAMESPACE = uuid.NAMESPACE_URL
+#: The `team` of an assignment opened for one person (`assign: {"user": ...}`): no team.
+PERSONAL_TEAM = ""
 #: Engine events of a registry's own bootstrap process that are not published: the bus
 #: carries `workflow.deployed` and `registry.role.*` for registries instead.
 _REGISTRY_QUIET = frozenset({ev.WORKFLOW_STARTED, ev.WORKFLOW_UPDATED})
@@ -164,6 +168,12 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     written = Written(event=stored, process=record, outcome=outcome)
     assignment_ids = await _effects(ctx, outcome, record, written)
     written.outbox.extend(await _outbox(ctx, outcome, record, assignment_ids))
+    if joins.ends_child(ctx, record, outcome):
+        told = await joins.tell_parent(ctx, record, outcome)
+        if told is not None:
+            written.outbox.extend(told.outbox)
+            written.hooks.extend(told.hooks)
+            written.children.extend(told.children)
     return written
 
 
@@ -198,6 +208,22 @@ async def _effects(
             )
         )
         ids[ev.WORKFLOW_ASSIGNED] = [aid]
+    if effects.assignee is not None:  # DSL 2.1 `assign: {"user": ...}`: claimed for them
+        aid = assignment_id(ctx.identity)
+        await uow.assignments.open(
+            AssignmentRecord(
+                id=aid,
+                process_id=pid,
+                state=outcome.state,
+                team=PERSONAL_TEAM,
+                status="claimed",
+                entered_seq=record.seq,
+                created_at=ctx.now,
+                assignee=effects.assignee,
+                claimed_at=ctx.now,
+            )
+        )
+        ids[ev.WORKFLOW_ASSIGNED] = [aid]
     if effects.run_hook is not None:
         written.hooks.append((pid, effects.run_hook))
     for spawn in effects.spawns:
@@ -217,6 +243,8 @@ async def _spawn(
         raise DomainError(NOT_FOUND, f"spawn target {spawn.workflow} is not deployed") from exc
     version = (await uow.workflows.get(spawn.workflow)).latest_version  # type: ignore[union-attr]
     start_input: dict[str, Any] = {"data": dict(spawn.data), "parent": parent.id}
+    if spawn.parent is not None and plan_for(definition).reads_parent:
+        start_input["parent_data"] = dict(spawn.parent)
     if spawn.state is not None:
         start_input["state"] = spawn.state
     envelope = build_envelope(

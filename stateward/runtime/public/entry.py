@@ -182,8 +182,29 @@ async def advance_public(
         raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
     signed = attest(runtime, visitor_id(token), process.id, action or ADVANCE, process.workflow,
                     dict(input or {}))  # fmt: skip
-    await act(runtime, signed, attested=True)
+    try:
+        await act(runtime, signed, attested=True)
+    except DomainError as error:
+        raise for_visitor(error, process.id) from None
     return await _view(runtime, token)
+
+
+#: Words of kernel errors a visitor should not read: what they filled in is "this form".
+_PROCESS_WORD = re.compile(r"\b(?:process(?:es)?|instance)\b", re.IGNORECASE)
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+
+
+def for_visitor(error: DomainError, process_id: str) -> DomainError:
+    """The same error (code, pointer, problems) worded for an anonymous visitor: never
+    the instance id, never "process" — the visitor filled in a form (issue 14)."""
+    message = error.message.replace(process_id, "this form")
+    message = _UUID.sub("this form", message)
+    message = _PROCESS_WORD.sub("form", message)
+    message = message.replace("form this form", "this form")
+    details = {k: v for k, v in error.details.items() if process_id not in str(v)}
+    return DomainError(
+        error.code, message, pointer=error.pointer, problems=error.problems, details=details
+    )
 
 
 async def _resolve(runtime: Runtime, token: str) -> tuple[ProcessRecord, Definition]:

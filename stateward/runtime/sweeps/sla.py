@@ -1,4 +1,5 @@
-"""SLA scanner (DESIGN §7): warnings at 80 %, breaches at 100 %, each exactly once.
+"""SLA scanner (DESIGN §7): warnings at 80 % (DSL 2.1: the state's `sla_warning`),
+breaches at 100 %, each exactly once.
 
 The core stores `sla_warn_at`/`sla_due_at` when a state with `sla_seconds` is entered
 (and clears the fired marks). `scan` finds due deadlines with an indexed range query over
@@ -7,7 +8,8 @@ the pending-only partial indexes and appends one `$sla` system event per mark th
 process row is locked / the write lock held) and sets the fired mark with a conditional
 update, so with any number of scanners on one database each mark fires exactly once;
 a scanner that lost simply skips. A breach also notifies the assignee (or the team) and
-queues a webhook delivery, in the same transaction.
+queues a webhook delivery, in the same transaction; a warning notifies too, unless the
+state says `sla_warning_notify: false`.
 """
 
 from __future__ import annotations
@@ -99,9 +101,41 @@ async def op_sla(ctx: ActContext) -> Outcome:
             raise not_due(f"SLA {kind} of {process.id} fired concurrently")
         if kind == BREACH:
             await _on_breach(ctx, process, event, team, assignee, deadline)
+        elif state_def is not None and state_def.sla_warning_notify:
+            await _on_warning(ctx, process, event, team, assignee, deadline)
 
     ctx.after_event.append(mark)
     return with_team(outcome, team, **details)
+
+
+async def _on_warning(
+    ctx: ActContext,
+    process: ProcessRecord,
+    event: StoredEvent,
+    team: str | None,
+    assignee: str | None,
+    deadline: datetime,
+) -> None:
+    """A warning notifies the assignee (else the team), like a breach but without the
+    webhook; a state opts out with `sla_warning_notify: false` (DSL 2.1)."""
+    body = {
+        "type": ev.SLA_WARNING,
+        "at": ctx.envelope.ts,
+        "namespace": process.namespace,
+        "workflow": process.workflow,
+        "version": process.workflow_version,
+        "instanceId": process.id,
+        "state": process.state,
+        "team": team,
+        "assignee": assignee,
+        "warnAt": format_ts(deadline),
+        "dueAt": format_ts(process.sla_due_at) if process.sla_due_at else None,
+        "seq": event.seq,
+    }
+    recipient = recipient_for(assignee, team or None, process.started_by)
+    if recipient is not None:
+        await notify(ctx.uow, recipient, process.namespace, ev.SLA_WARNING, body, ctx.now,
+                     process.id)  # fmt: skip
 
 
 async def _on_breach(

@@ -122,7 +122,7 @@ class State(Node):
     @strawberry.field(description="Actions that lead into this state.")
     def incoming(self) -> list[Action]:
         d, v = self._definition, self._version
-        return [Action.from_domain(d, v, a) for a in d.actions.values() if a.to == self.key]
+        return [Action.from_domain(d, v, a) for a in d.actions.values() if self.key in a.targets]
 
     @strawberry.field(description="Actions that can be taken from this state.")
     def outgoing(self) -> list[Action]:
@@ -163,6 +163,13 @@ class Action(Node):
             to=action.to, when=action.when, then=action.then, mutate=dict(action.mutate),
             generated=action.generated,
         )  # fmt: skip
+
+    @strawberry.field(
+        description="DSL 2.1: the targets of an action whose `to` is a list, tried in order "
+        "(`[{when, to}]`, `when` null on the default route); empty otherwise. `to` is null then."
+    )
+    def routes(self) -> JSON:
+        return [{"when": r.when, "to": r.to} for r in self._action.routes]
 
     @strawberry.field(description="Children this action starts.")
     def spawn(self) -> JSON:
@@ -248,20 +255,20 @@ class Graph:
             for s in states.values():
                 if not leaves(a, s):
                     continue
-                target = a.to or s.key
-                edges.append(
-                    GraphEdge(
-                        id=f"{a.key}:{s.key}->{target}",
-                        action=a.key,
-                        label=a.label,
-                        source=s.key,
-                        target=target,
-                        roles=list(a.roles),
-                        guarded=a.when is not None,
-                        generated=a.generated,
-                        self_effect=a.to is None,
+                for target in [t for t in a.targets if t in states] or [s.key]:
+                    edges.append(
+                        GraphEdge(
+                            id=f"{a.key}:{s.key}->{target}",
+                            action=a.key,
+                            label=a.label,
+                            source=s.key,
+                            target=target,
+                            roles=list(a.roles),
+                            guarded=a.when is not None or bool(a.routes),
+                            generated=a.generated,
+                            self_effect=not a.moves,
+                        )
                     )
-                )
         return cls(nodes=nodes, edges=edges)
 
 
