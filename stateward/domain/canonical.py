@@ -7,6 +7,10 @@ keys, so those are rejected here with a pointer to the offending value instead o
 silently rounded or coerced. `loads_strict` is the matching parser: it refuses what JSON
 or JCS cannot carry faithfully (NaN/Infinity literals, numbers that overflow a double,
 unsafe integers) and duplicate object keys — before any signature is ever checked.
+
+Strings may not hold U+0000: PostgreSQL cannot store it in text or jsonb, so it is refused
+on every database (a SQLite log never holds what a PostgreSQL node could not replay).
+JSON nesting is limited to `MAX_JSON_DEPTH` levels, checked on the text before parsing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 import rfc8785
@@ -43,10 +48,45 @@ def _has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def _bad_string(text: str, where: str, what: str) -> DomainError | None:
+    """INVALID_INPUT for a string that is not valid Unicode or holds U+0000, else None."""
+    if "\x00" in text:
+        return DomainError(
+            INVALID_INPUT, f"{what} at {where or '/'} holds U+0000 (NUL)", pointer=where
+        )
+    if _has_lone_surrogate(text):
+        return DomainError(
+            INVALID_INPUT, f"{what} at {where or '/'} is not valid Unicode", pointer=where
+        )
+    return None
+
+
+MAX_JSON_DEPTH = 64
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+def nesting_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when JSON `text` nests arrays/objects deeper than `limit`.
+
+    Strings are blanked, everything but brackets dropped, then innermost pairs are removed
+    `limit` times (each pass in C); whatever is left was nested deeper.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(limit):
+        brackets, removed = _INNERMOST.subn("", brackets)
+        if not removed:
+            return False  # unbalanced leftovers are a syntax error, reported by the parser
+    return _INNERMOST.search(brackets) is not None
+
+
 def check_canonicalizable(value: Any, pointer: str = "") -> None:
     """Raise `DomainError(INVALID_INPUT)` at the first value RFC 8785 cannot represent.
 
-    Accepted: None, bool, str (valid Unicode), int within ±(2^53 - 1), finite float,
+    Accepted: None, bool, str (valid Unicode without U+0000), int within ±(2^53 - 1), finite float,
     list/tuple, dict with str keys. `bool` is checked before `int` (it is not a number).
     """
     stack: list[tuple[Any, str]] = [(value, pointer)]
@@ -70,10 +110,9 @@ def check_canonicalizable(value: Any, pointer: str = "") -> None:
                     pointer=where,
                 )
         elif isinstance(item, str):
-            if _has_lone_surrogate(item):
-                raise DomainError(
-                    INVALID_INPUT, f"string at {where or '/'} is not valid Unicode", pointer=where
-                )
+            bad = _bad_string(item, where, "string")
+            if bad is not None:
+                raise bad
         elif isinstance(item, (list, tuple)):
             stack.extend((v, _child(where, i)) for i, v in reversed(list(enumerate(item))))
         elif isinstance(item, dict):
@@ -85,12 +124,9 @@ def check_canonicalizable(value: Any, pointer: str = "") -> None:
                         f"object key {key!r} at {where or '/'} is not a string",
                         pointer=where,
                     )
-                if _has_lone_surrogate(key):
-                    raise DomainError(
-                        INVALID_INPUT,
-                        f"object key at {where or '/'} is not valid Unicode",
-                        pointer=where,
-                    )
+                bad = _bad_string(key, where, "object key")
+                if bad is not None:
+                    raise bad
                 children.append((v, _child(where, key)))
             stack.extend(reversed(children))
         else:
@@ -221,6 +257,8 @@ def loads_strict(text: str | bytes) -> Any:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DomainError(INVALID_JSON, f"not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    if nesting_exceeds(text):
+        raise DomainError(INVALID_JSON, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     state = _ParseState()
     try:
         value = json.loads(

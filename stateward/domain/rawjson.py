@@ -4,6 +4,10 @@
 must be rejected instead (DESIGN §2.2), and the author needs to know where. The parser marks
 objects that held duplicates while they are built (bottom-up, so their pointer is not known
 yet) and a walk afterwards turns the marks into DUPLICATE_KEY problems with pointers.
+
+Nesting is limited to `MAX_JSON_DEPTH` (64, like the expression limit) and checked on the
+text before parsing, so 1,000 nested `[` are a clear INVALID_JSON, never a RecursionError
+in the parser or in any code that walks the value later.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 from typing import Any
 
 from stateward.domain import errors
-from stateward.domain.canonical import check_canonicalizable
+from stateward.domain.canonical import MAX_JSON_DEPTH, check_canonicalizable, nesting_exceeds
 from stateward.domain.errors import DomainError, Problem
 from stateward.domain.mutations import pointer_join
 
@@ -62,13 +66,19 @@ def parse_json_text(text: str) -> tuple[Any, list[Problem]]:
     DUPLICATE_KEY problem at the duplicate's pointer (the last occurrence's value is kept so
     validation can go on and report everything else too).
     """
+    if nesting_exceeds(text):
+        message = f"not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        return None, [Problem(errors.INVALID_JSON, message, "")]
     try:
         raw = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno} (char {exc.pos})"
         return None, [Problem(errors.INVALID_JSON, f"not valid JSON at {where}: {exc.msg}", "")]
     except (ValueError, RecursionError) as exc:
-        return None, [Problem(errors.INVALID_JSON, f"not valid JSON: {exc}", "")]
+        reason = str(exc)
+        if "integer string conversion" in reason:  # int() refuses > 4,300 digits
+            reason = "a number has too many digits"
+        return None, [Problem(errors.INVALID_JSON, f"not valid JSON: {reason}"[:200], "")]
     found: list[Problem] = []
     return _plain(raw, "", found), found
 

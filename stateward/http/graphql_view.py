@@ -1,7 +1,10 @@
 """The `/graphql` endpoint: Strawberry's ASGI view with our context, auth and socket policy.
 
 - HTTP: POST JSON, GET for queries only (Strawberry refuses mutations over GET), no
-  batching; transport errors come back as JSON `{"errors": [{message, extensions.code}]}`.
+  batching, no subscriptions (they need the websocket: a clear 400 says so); transport
+  errors come back as JSON `{"errors": [{message, extensions.code}]}`.
+- Bodies, GET `variables` and websocket frames are parsed strictly (`http/strict_json.py`):
+  a refused body is a 400 with a stable code, a refused frame closes the socket with 4400.
 - Websocket: only `graphql-transport-ws`; foreign `Origin`s refused unless allowed; the
   `connection_init` payload's `authorization` (or the handshake header) authenticates the
   socket and the viewer is kept on the connection's context; at most N concurrent
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Any
 
@@ -17,9 +21,12 @@ from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
+from strawberry.exceptions import MissingQueryError
+from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived
 from strawberry.schema import BaseSchema
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -28,12 +35,14 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     ConnectionInitMessage,
     SubscribeMessage,
 )
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from stateward.domain.errors import DomainError
 from stateward.http.auth import authenticate, authorization_from_params, bearer_token
 from stateward.http.context import RequestContext, create_loaders
 from stateward.http.graphiql import offline_graphiql_html
+from stateward.http.strict_json import RequestJSONError, load_request_json
 from stateward.schema.errors import ApiError, error_extensions, to_graphql_error
 from stateward.settings import Settings
 
@@ -41,6 +50,9 @@ TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
 FORBIDDEN_ORIGIN = "FORBIDDEN_ORIGIN"
 DEFAULT_MAX_SUBSCRIPTIONS = 20
 _HTTP_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+SUBSCRIPTION_OVER_HTTP = (
+    "subscriptions need the websocket: connect to this URL with graphql-transport-ws"
+)
 
 
 def error_response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -55,6 +67,35 @@ class SocketRejected(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason[:120]  # close reasons are limited to 123 bytes
+
+
+class StrictWebSocketAdapter(ASGIWebSocketAdapter):
+    """Strawberry's websocket adapter, parsing every frame with the strict loader.
+
+    A refused frame (duplicate key, nesting over 64, NUL, ...) closes the socket with
+    4400 and `CODE: message` as the reason, instead of dropping it with 1006.
+    """
+
+    async def iter_json(
+        self, *, ignore_parsing_errors: bool = False
+    ) -> AsyncGenerator[object, None]:
+        """Yield each frame's JSON; close with 4400 on a refused one."""
+        try:
+            while self.ws.application_state != WebSocketState.DISCONNECTED:
+                text = await self.ws.receive_text()
+                try:
+                    yield load_request_json(text)
+                except RequestJSONError as err:
+                    if err.code == "INVALID_JSON" and "line" in err.message:
+                        if ignore_parsing_errors:
+                            continue
+                        raise NonJsonMessageReceived from err
+                    await self.ws.close(code=4400, reason=f"{err.code}: {err.message}"[:120])
+                    return
+        except KeyError as e:
+            raise NonTextMessageReceived from e
+        except WebSocketDisconnect:  # pragma: no cover
+            pass
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
@@ -90,6 +131,7 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
     """Strawberry's ASGI app configured from `Settings`, with `services` in every context."""
 
     graphql_transport_ws_handler_class = TransportWSHandler
+    websocket_adapter_class = StrictWebSocketAdapter  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -124,6 +166,8 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
         except HTTPException as exc:
             code = _HTTP_CODES.get(exc.status_code, "BAD_REQUEST")
             response = error_response(exc.status_code, code, exc.reason)
+        except RequestJSONError as err:
+            response = JSONResponse({"errors": [err.as_error()]}, status_code=400)
         except DomainError as err:  # raised while building the context (bad token)
             response = JSONResponse(
                 {"errors": [{"message": err.message, "extensions": error_extensions(err)}]},
@@ -131,6 +175,46 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
         await response(scope, receive, send)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Every body, GET `variables` value and frame goes through the strict loader."""
+        return load_request_json(data)
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: Any,
+        sub_response: Any,
+        context: RequestContext,
+        root_value: Any,
+        request_data: Any,
+    ) -> Any:
+        """One operation over HTTP: queries (GET or POST) and mutations (POST) only.
+
+        Strawberry also runs subscriptions over POST (and its result is a null error);
+        here they get a clear 400 saying they need the websocket.
+        """
+        allowed = {OperationType.QUERY}
+        if request_adapter.method == "POST":
+            allowed.add(OperationType.MUTATION)
+        try:
+            return await self.schema.execute(
+                request_data.query,
+                root_value=root_value,
+                variable_values=request_data.variables,
+                context_value=context,
+                operation_name=request_data.operation_name,
+                allowed_operation_types=allowed,
+                operation_extensions=request_data.extensions,
+            )
+        except CannotGetOperationTypeError as e:
+            raise HTTPException(400, e.as_http_error_reason()) from e
+        except InvalidOperationTypeError as e:
+            if e.operation_type == OperationType.SUBSCRIPTION:
+                raise HTTPException(400, SUBSCRIPTION_OVER_HTTP) from e
+            raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
+        except MissingQueryError as e:
+            raise HTTPException(400, "No GraphQL query found in the request") from e
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket

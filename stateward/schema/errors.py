@@ -6,14 +6,21 @@ result exactly once, for queries, mutations and each subscription frame alike:
 
 - a `DomainError` becomes a GraphQL error carrying `extensions.code` and, when it has
   problems, `extensions.problems` (`[{code, message, pointer}]`);
-- a GraphQL validation or syntax error (no original exception) keeps its message and gets
-  `GRAPHQL_VALIDATION_FAILED` / `GRAPHQL_PARSE_FAILED`;
-- anything else is a bug: masked as "Unexpected error." with code INTERNAL_ERROR unless
-  `settings.debug` is on.
+- a GraphQL syntax error gets `GRAPHQL_PARSE_FAILED`; any other error WITHOUT a `path` is
+  about the request itself (validation, a variable of the wrong type, an integer literal
+  Python will not convert) and gets `GRAPHQL_VALIDATION_FAILED`: a client mistake, never
+  INTERNAL_ERROR;
+- anything else (an exception inside a resolver) is a bug: masked as "Unexpected error."
+  with code INTERNAL_ERROR unless `settings.debug` is on.
+
+Every message shown is clipped to `MAX_MESSAGE` characters, so a 100 KB literal is never
+echoed back (or logged); in production every "Did you mean ...?" hint is removed, for
+fields, types, arguments and input fields alike.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +33,18 @@ INTERNAL_ERROR = "INTERNAL_ERROR"
 GRAPHQL_PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
 GRAPHQL_VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
 MASKED_MESSAGE = "Unexpected error."
+MAX_MESSAGE = 240
+_SUGGESTION = re.compile(r"\s*Did you mean [^?]*\?")
+
+
+def clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` cut to `limit` characters (with an ellipsis when cut)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def without_suggestions(message: str) -> str:
+    """`message` with every "Did you mean ...?" hint removed."""
+    return _SUGGESTION.sub("", message)
 
 
 class ApiError(DomainError):
@@ -40,9 +59,12 @@ def error_extensions(err: DomainError) -> dict[str, Any]:
     """The `extensions` object for a domain error: code, plus pointer/problems/details if set."""
     ext: dict[str, Any] = {"code": err.code}
     if err.pointer:
-        ext["pointer"] = err.pointer
+        ext["pointer"] = clip(err.pointer)
     if err.problems:
-        ext["problems"] = [p.as_dict() for p in err.problems]
+        ext["problems"] = [
+            {**p.as_dict(), "message": clip(p.message), "pointer": clip(p.pointer)}
+            for p in err.problems
+        ]
     if err.details:
         ext["details"] = dict(err.details)
     return ext
@@ -55,7 +77,7 @@ def to_graphql_error(err: DomainError, template: GraphQLError | None = None) -> 
     resolvers do not need it: raising the `DomainError` is enough.
     """
     return GraphQLError(
-        err.message,
+        clip(err.message),
         nodes=template.nodes if template else None,
         source=template.source if template else None,
         positions=template.positions if template else None,
@@ -73,25 +95,27 @@ def domain_error_of(error: GraphQLError) -> DomainError | None:
     return original if isinstance(original, DomainError) else None
 
 
-def is_client_facing(error: GraphQLError) -> bool:
-    """True when the error's message is safe to show: a domain error or a request error.
+def is_request_error(error: GraphQLError) -> bool:
+    """True when the error is the client's: a domain refusal, or an error about the request
+    itself (parse, validation, variable coercion: no `path`) rather than a resolver's bug.
 
     Errors without an original exception come from parsing/validation of the request
-    (depth, aliases, tokens, unknown fields) and describe the client's own document.
+    (depth, aliases, tokens, unknown fields); errors without a path were raised before any
+    field ran (e.g. `int()` refusing a 5,000-digit literal while validating it).
     """
     if domain_error_of(error) is not None:
         return True
     original = error.original_error
     while isinstance(original, GraphQLError):
         original = original.original_error
-    return original is None
+    return original is None or not error.path
 
 
 def make_should_mask_error(debug: bool) -> Callable[[GraphQLError], bool]:
     """The `MaskErrors` filter: mask every unexpected error unless `debug` is on."""
 
     def should_mask_error(error: GraphQLError) -> bool:
-        return not debug and not is_client_facing(error)
+        return not debug and not is_request_error(error)
 
     return should_mask_error
 
@@ -99,11 +123,12 @@ def make_should_mask_error(debug: bool) -> Callable[[GraphQLError], bool]:
 class ErrorPolicy(MaskErrors):
     """`MaskErrors` that also stamps `extensions.code` on every error it lets through."""
 
-    def __init__(self, *, debug: bool = False) -> None:
+    def __init__(self, *, debug: bool = False, hide_suggestions: bool = False) -> None:
         super().__init__(
             should_mask_error=make_should_mask_error(debug), error_message=MASKED_MESSAGE
         )
         self.debug = debug
+        self.hide_suggestions = hide_suggestions
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         """Replace an unexpected error by a generic one with code INTERNAL_ERROR."""
@@ -115,15 +140,18 @@ class ErrorPolicy(MaskErrors):
         return [self._shape(error) for error in super()._process_errors(errors)]
 
     def _shape(self, error: GraphQLError) -> GraphQLError:
+        message = without_suggestions(error.message) if self.hide_suggestions else error.message
+        error.message = clip(message)
         if error.extensions and "code" in error.extensions:
             return error
         domain = domain_error_of(error)
         if domain is not None:
             return to_graphql_error(domain, template=error)
         if isinstance(error, GraphQLSyntaxError):
-            error.extensions = {**(error.extensions or {}), "code": GRAPHQL_PARSE_FAILED}
-        elif error.original_error is None:
-            error.extensions = {**(error.extensions or {}), "code": GRAPHQL_VALIDATION_FAILED}
+            code = GRAPHQL_PARSE_FAILED
+        elif is_request_error(error):
+            code = GRAPHQL_VALIDATION_FAILED
         else:
-            error.extensions = {**(error.extensions or {}), "code": INTERNAL_ERROR}
+            code = INTERNAL_ERROR
+        error.extensions = {**(error.extensions or {}), "code": code}
         return error
