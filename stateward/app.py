@@ -9,6 +9,12 @@ Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/met
 when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
 middleware when tracing is configured. `/dashboard` (the operations page, see
 `http/dashboard.py`) in development, in production only with `settings.dashboard`.
+
+Browsers on other origins: Starlette's `CORSMiddleware` answers preflights and adds the
+CORS headers only for the origins in STATEWARD_ALLOWED_ORIGINS (the same list the
+websocket origin check uses); with none configured no CORS header is ever sent, so a
+browser keeps a page from another origin from reading any response (same-origin only).
+Credentials (cookies) are never allowed: callers authenticate with a bearer token.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from strawberry.schema import BaseSchema
@@ -104,6 +111,16 @@ def create_app(
                 exclude_spans=["receive", "send"],
             ),
         )
+    middleware.append(
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allowed_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+            allow_credentials=False,
+            max_age=600,
+        )
+    )
     middleware.append(Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
         debug=settings.debug,

@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", required=True, help=_KEY)
     p.add_argument("--label", default="cli", help="label stored with the token (default: cli)")
     p.add_argument(
-        "--ttl", type=float, default=None, help="seconds until it expires (default: never)"
+        "--ttl",
+        type=float,
+        default=None,
+        help="seconds until it expires (default: STATEWARD_TOKEN_TTL, 30 days; at most a year)",
     )
 
     p = sub.add_parser("sign", help="sign an event envelope (JSON on stdin or a file)")

@@ -26,6 +26,7 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
+    token_ttl: float = 30 * 24 * 3600.0
     host: str = "127.0.0.1"
     port: int = 8000
     debug: bool = False
@@ -59,6 +60,7 @@ class Settings:
             ),
             trusted_proxies=_trusted_proxies(e.get("STATEWARD_TRUSTED_PROXIES", "")),
             max_body_bytes=int(e.get("STATEWARD_MAX_BODY_BYTES", str(1024 * 1024))),
+            token_ttl=_positive("STATEWARD_TOKEN_TTL", e.get("STATEWARD_TOKEN_TTL", "2592000")),
             debug=e.get("STATEWARD_DEBUG", "") in ("1", "true", "yes"),
             host=e.get("STATEWARD_HOST") or cls.host,
             port=int(e.get("STATEWARD_PORT") or cls.port),
@@ -77,6 +79,17 @@ class Settings:
 
 def _flag(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _positive(name: str, value: str) -> float:
+    """A positive number of seconds from variable `name` (ValueError naming it otherwise)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"{name}: {value!r} is not a positive number of seconds")
+    return number
 
 
 def _trusted_proxies(value: str) -> tuple[str, ...]:

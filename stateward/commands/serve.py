@@ -5,6 +5,12 @@ uvicorn running `create_app(settings)`; once its startup has completed (database
 migrated, genesis ensured, bus subscribed; with `--demo` also the examples loaded) it
 prints `listening on http://HOST:PORT/graphql` — with the real port when `--port 0`
 asked for a free one. SIGINT/SIGTERM stop it gracefully (exit 0).
+
+Transport limits are uvicorn's own options (`uvicorn_options`): a websocket message
+larger than STATEWARD_MAX_BODY_BYTES is refused with 1009 while it is read, never
+buffered (uvicorn's default is 16 MiB); uvicorn's proxy-header handling is off, so
+`X-Forwarded-For` is read only by the app, and only from STATEWARD_TRUSTED_PROXIES
+(uvicorn would otherwise rewrite the client address for any peer on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -90,16 +96,7 @@ async def serve(settings: Settings, *, demo: bool = False) -> int:
     app = create_app(settings)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, addr=settings.host, registry=metrics.registry())
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        lifespan="on",
-        log_level="warning",
-        log_config=None,  # uvicorn logs through our root handler (JSON when asked)
-        ws="websockets-sansio",
-        timeout_graceful_shutdown=5,
-    )
+    config = uvicorn.Config(app, **uvicorn_options(settings))
     server = _Server(config)
     announcer = asyncio.create_task(_announce(server, app, settings, demo))
     try:
@@ -112,6 +109,22 @@ async def serve(settings: Settings, *, demo: bool = False) -> int:
         print("serve: the server did not start (see the errors above)", file=sys.stderr)
         return 1
     return 0
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The uvicorn.Config keyword arguments for `settings` (see the module docstring)."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "lifespan": "on",
+        "log_level": "warning",
+        "log_config": None,  # uvicorn logs through our root handler (JSON when asked)
+        "ws": "websockets-sansio",
+        "ws_max_size": settings.max_body_bytes,
+        "proxy_headers": False,
+        "server_header": False,
+        "timeout_graceful_shutdown": 5,
+    }
 
 
 async def _announce(server: uvicorn.Server, app: Any, settings: Settings, demo: bool) -> None:

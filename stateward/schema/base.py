@@ -29,6 +29,7 @@ from strawberry.types.execution import PreExecutionError
 
 from stateward.schema.cost import cost_rule, token_limit_message, too_many_tokens
 from stateward.schema.errors import GRAPHQL_PARSE_FAILED, ErrorPolicy, is_request_error
+from stateward.schema.literals import NoNulLiteralRule
 from stateward.settings import Settings
 
 __all__ = ["JSON", "Limits", "StatewardSchema", "build_schema", "limits_from_settings"]
@@ -131,7 +132,8 @@ def limit_rules(limits: Limits, *, production: bool) -> tuple[type[ASTValidation
             max_depth=limits.max_depth,
             max_aliases=limits.max_aliases,
             max_fields=limits.max_fields,
-        )
+        ),
+        NoNulLiteralRule,
     ]
     if production:
         rules.extend(DisableIntrospection().validation_rules)

@@ -7,7 +7,12 @@
   `api_tokens` with label `session`).
 - `create_api_token(runtime, viewer, label, actor, ttl)`: a long-lived token; a user makes
   one for itself, a system `admin` for any actor.
-- `authenticate(runtime, token)`: the `Viewer` (actor + role grants) or None.
+- `authenticate(runtime, token)`: the `Viewer` (actor + role grants) or None; a token
+  of a revoked OR rotated key no longer authenticates (a rotated key's tokens would
+  otherwise keep the old key's session alive after the grants moved on).
+
+API tokens expire: `settings.token_ttl` (STATEWARD_TOKEN_TTL, 30 days) unless a shorter or
+longer `ttl` is asked for, never beyond `MAX_TOKEN_TTL` (one year).
 
 Tokens are 32 random bytes (base64url, prefix `sw_`); only their sha256 is stored.
 """
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 CHALLENGE_TTL = timedelta(seconds=120)
 SESSION_TTL = timedelta(hours=12)
 SESSION_LABEL = "session"
+MAX_TOKEN_TTL = 365 * 24 * 3600.0
 TOKEN_PREFIX = "sw_"
 SYSTEM_NAMESPACE = "system"
 ADMIN = "admin"
@@ -148,12 +154,11 @@ async def create_api_token(
         raise DomainError(FORBIDDEN, "only a system admin may create tokens for another actor")
     if target != viewer.actor:
         _check_key(target)
-    if ttl_seconds is not None and ttl_seconds <= 0:
-        raise DomainError(INVALID_INPUT, "ttl must be positive", pointer="/ttl")
+    ttl = token_ttl(runtime, ttl_seconds)
     if label is not None and len(label) > 200:
         raise DomainError(INVALID_INPUT, "label is limited to 200 characters", pointer="/label")
     now = runtime.clock.now()
-    expires = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
+    expires = now + timedelta(seconds=ttl)
     token = new_token()
     async with runtime.uow() as uow:
         await uow.tokens.add(token_hash(token), target, now, label=label, expires_at=expires)
@@ -161,15 +166,33 @@ async def create_api_token(
     return token, label, expires
 
 
+def token_ttl(runtime: Runtime, ttl_seconds: float | None) -> float:
+    """The lifetime of a new API token: `ttl_seconds`, or the deployment's default.
+
+    INVALID_INPUT for a non-positive or non-finite value or one beyond `MAX_TOKEN_TTL`
+    (so `ttlSeconds: 1e12` is a clear refusal, not a date overflow).
+    """
+    if ttl_seconds is None:
+        return float(getattr(runtime.settings, "token_ttl", 30 * 24 * 3600.0))
+    if not 0 < ttl_seconds <= MAX_TOKEN_TTL:  # also false for NaN
+        raise DomainError(
+            INVALID_INPUT,
+            f"ttl must be between 0 and {int(MAX_TOKEN_TTL)} seconds (one year)",
+            pointer="/ttl",
+        )
+    return float(ttl_seconds)
+
+
 async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
-    """The viewer a bearer token stands for, or None (unknown, expired, revoked key)."""
+    """The viewer a bearer token stands for, or None (unknown, expired, revoked or rotated
+    key)."""
     now = runtime.clock.now()
     async with runtime.uow(readonly=True) as uow:
         record = await uow.tokens.get(token_hash(token))
         if record is None or not record.valid_at(now):
             return None
         status = await uow.keys.status(record.actor)
-        if status is not None and status.status == "revoked":
+        if status is not None and status.status in ("revoked", "rotated"):
             return None
         grants = await uow.grants.of_actor(record.actor)
     return Viewer(record.actor, tuple(grants), record.label, record.expires_at)

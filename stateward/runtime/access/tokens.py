@@ -8,24 +8,21 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.records import ApiTokenRecord
-from stateward.runtime.access.auth import authenticate, new_token, token_hash
+from stateward.runtime.access.auth import authenticate, new_token, token_hash, token_ttl
 from stateward.runtime.core.services import Runtime
 
 
 async def create_api_token(
     runtime: Runtime, actor: str, label: str | None = None, ttl: float | None = None
 ) -> tuple[str, ApiTokenRecord]:
-    """A new token for `actor` (valid `ttl` seconds, forever when None) and its record.
-
-    The token itself is returned once and never stored.
+    """A new token for `actor` (valid `ttl` seconds, the deployment's default token TTL
+    when None) and its record. The token itself is returned once and never stored.
     """
-    if ttl is not None and ttl <= 0:
-        raise DomainError(INVALID_INPUT, "ttl must be positive", pointer="/ttl")
+    seconds = token_ttl(runtime, ttl)
     token = new_token()
     now = runtime.clock.now()
-    expires = now + timedelta(seconds=ttl) if ttl is not None else None
+    expires = now + timedelta(seconds=seconds)
     async with runtime.uow() as uow:
         record = await uow.tokens.add(
             token_hash(token), actor, now, label=label, expires_at=expires
