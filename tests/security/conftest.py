@@ -59,7 +59,7 @@ def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
 
 
 @pytest.fixture
-async def ws_url(api: Api) -> AsyncIterator[str]:
+async def ws_url(api: Api) -> AsyncIterator[str]:  # noqa: F811  (the fixture)
     """The `api` app behind a real uvicorn (serve's options) on a free loopback port."""
     options = {**uvicorn_options(api.app.state.settings), "port": 0, "lifespan": "off"}
     server = uvicorn.Server(uvicorn.Config(api.app, **options))

@@ -38,11 +38,17 @@ async def post_raw(api: Api, text: str, token: str | None = "admin") -> httpx.Re
 
 
 def body(query: str, variables_json: str) -> str:
-    return '{"query": %s, "variables": %s}' % (json.dumps(query), variables_json)
+    """A request body as raw text (json.dumps could not write a duplicate key)."""
+    return '{"query": ' + json.dumps(query) + ', "variables": ' + variables_json + "}"
+
+
+def one(name: str, value_json: str) -> str:
+    """`{"<name>": <value_json>}` as raw text."""
+    return '{"' + name + '": ' + value_json + "}"
 
 
 async def test_add_workflow_with_a_duplicated_state_is_refused_and_nothing_is_deployed(api: Api):
-    response = await post_raw(api, body(ADD, '{"d": %s}' % with_duplicate_state()))
+    response = await post_raw(api, body(ADD, one("d", with_duplicate_state())))
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["extensions"] == {"code": "DUPLICATE_KEY", "pointer": "/states/review"}
@@ -54,7 +60,7 @@ async def test_add_workflow_with_a_duplicated_state_is_refused_and_nothing_is_de
 
 async def test_validate_workflow_does_not_call_a_duplicated_state_valid(api: Api):
     query = "query($def:JSON!){validateWorkflow(definition:\n  $def){valid}}"
-    response = await post_raw(api, body(query, '{"def": %s}' % with_duplicate_state()))
+    response = await post_raw(api, body(query, one("def", with_duplicate_state())))
     assert response.status_code == 400
     assert response.json()["errors"][0]["extensions"]["code"] == "DUPLICATE_KEY"
 
@@ -62,7 +68,7 @@ async def test_validate_workflow_does_not_call_a_duplicated_state_valid(api: Api
 async def test_a_duplicate_key_in_an_action_input_is_invalid_input(api: Api):
     await api.ok(ADD, {"d": loan()})
     instance = (await api.ok(START))["startInstance"]["instanceId"]
-    variables = '{"i": "%s", "in": {"fields": {"amount": 5, "amount": 5000}}}' % instance
+    variables = '{"i": "' + instance + '", "in": {"fields": {"amount": 5, "amount": 5000}}}'
     response = await post_raw(api, body(PERFORM, variables))
     assert response.status_code == 400
     error = response.json()["errors"][0]
@@ -102,7 +108,7 @@ async def test_duplicate_keys_in_get_variables_are_refused(api: Api):
 
 async def test_deeply_nested_json_is_a_client_error(api: Api):
     deep = "[" * 1000 + "]" * 1000
-    response = await post_raw(api, body("{ net }", '{"x": %s}' % deep))
+    response = await post_raw(api, body("{ net }", one("x", deep)))
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["extensions"]["code"] == "INVALID_JSON"
@@ -111,13 +117,13 @@ async def test_deeply_nested_json_is_a_client_error(api: Api):
 
 async def test_nesting_up_to_the_limit_is_accepted(api: Api):
     nested = "[" * 60 + "]" * 60  # not a definition, but well-formed JSON within the limit
-    response = await post_raw(api, body(VALIDATE, '{"d": %s}' % nested))
+    response = await post_raw(api, body(VALIDATE, one("d", nested)))
     assert response.status_code == 200
     assert response.json()["data"]["validateWorkflow"]["valid"] is False
 
 
 async def test_a_huge_integer_in_the_body_is_a_client_error(api: Api):
-    response = await post_raw(api, body(VALIDATE, '{"d": %s}' % ("9" * 5000)))
+    response = await post_raw(api, body(VALIDATE, one("d", "9" * 5000)))
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["extensions"]["code"] == "INVALID_JSON"
