@@ -33,7 +33,7 @@ lint: setup
 check: lint test
 
 bench: setup
-	for b in engine store api sla; do $(BIN)/python bench/$$b.py --quick || exit 1; done
+	for b in engine store api sla limits; do $(BIN)/python bench/$$b.py --quick || exit 1; done
 
 # Build the documentation site into site/ (strict: broken links and warnings fail the build).
 docs: setup
