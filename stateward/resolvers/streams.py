@@ -4,10 +4,15 @@ Resume without gap or duplicate: subscribe to the bus FIRST (so nothing publishe
 now on is missed), then replay the outbox backlog after the client's cursor, then pass
 live items through, dropping every id at or below the last one replayed. A subscriber
 only ever sees namespaces where it holds a role.
+
+The backlog is read in pages of `REPLAY_PAGE` rows, and each row is let go once it is
+sent, so a replay holds at most one page: memory is bounded by page size x subscribers,
+whatever the backlog (500 concurrent `after: "0"` replays of 500-row pages pinned ~800 MB).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +28,7 @@ from stateward.resolvers.loaders import Loaders
 from stateward.runtime.access.auth import Viewer
 from stateward.runtime.core import queries
 
-REPLAY_PAGE = 500
+REPLAY_PAGE = 50
 QUEUE_SIZE = 1000
 QUEUE_TYPES = (
     ev.WORKFLOW_ASSIGNED, ev.WORKFLOW_CLAIMED, ev.WORKFLOW_UNCLAIMED,
@@ -85,13 +90,19 @@ async def stream(info: Info, where: StreamFilter, after: int | None) -> AsyncGen
         if after is not None:
             last = after
             while True:
-                rows = await queries.outbox_after(runtime(info), last, where.outbox(), REPLAY_PAGE)
-                for row in rows:
+                rows = deque(
+                    await queries.outbox_after(runtime(info), last, where.outbox(), REPLAY_PAGE)
+                )
+                full = len(rows) == REPLAY_PAGE
+                while rows:
+                    row = rows.popleft()
                     last = row.id
                     message = row.message()
+                    del row
                     if visible(message):
                         yield message
-                if len(rows) < REPLAY_PAGE:
+                    del message
+                if not full:
                     break
         async for payload in sub:
             if int(payload.get("id", 0)) <= last:
