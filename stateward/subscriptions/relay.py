@@ -14,6 +14,10 @@ Three duties, one object per node (`OutboxRelay(runtime, bus)`):
   was down) makes the relay read the missing rows from the outbox and deliver them first.
   Outbox ids grow in commit order, so once id N is visible every smaller id is final.
   After a bus reconnect it delivers every row after its cursor (`catch_up`).
+  A (re)started node begins below the oldest row still unpublished, not at the head: the
+  rows a crashed node committed but never published are delivered to this node's live
+  subscribers when the sweep republishes them (or the next id arrives), not dropped as
+  already seen.
 
 Decoding, gap filling and ordering are done once per event per node, never per subscriber.
 """
@@ -100,7 +104,9 @@ class OutboxRelay:
         Call before `bus.start()` so no message of this node's lifetime bypasses it.
         """
         async with self.runtime.uow(readonly=True) as uow:
-            self.cursor = await uow.outbox.last_id()
+            head = await uow.outbox.last_id()
+            oldest = await uow.outbox.unpublished(after_id=0, limit=1)
+        self.cursor = oldest[0].id - 1 if oldest else head
         if self.publish not in self.runtime.publishers:
             self.runtime.publishers.append(self.publish)
         self.bus.on_message = self.receive

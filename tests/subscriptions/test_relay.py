@@ -146,6 +146,9 @@ async def test_a_relay_starts_after_the_rows_that_already_exist(
     runtime: Runtime, bus: EventBus
 ) -> None:
     before = await _write(runtime, 2)
+    async with runtime.uow() as uow:  # published before this node started
+        await uow.outbox.mark_published([m["id"] for m in before], datetime.now(UTC))
+        await uow.commit()
     relay = OutboxRelay(runtime, bus, sweep_interval=3600)
     await relay.start()
     await bus.start()
@@ -156,5 +159,24 @@ async def test_a_relay_starts_after_the_rows_that_already_exist(
         fresh = await _write(runtime, 1)
         await bus.publish(fresh[0])
         assert await _take(sub, 1) == [fresh[0]["id"]]
+    finally:
+        await relay.stop()
+
+
+async def test_a_restarted_relay_delivers_what_a_crashed_node_never_published(
+    runtime: Runtime, bus: EventBus
+) -> None:
+    published = await _write(runtime, 1)
+    async with runtime.uow() as uow:
+        await uow.outbox.mark_published([published[0]["id"]], datetime.now(UTC))
+        await uow.commit()
+    orphans = await _write(runtime, 2, age=60)  # committed, then the node crashed
+    relay = OutboxRelay(runtime, bus, sweep_interval=0.05, grace=1.0)
+    await relay.start()
+    await bus.start()
+    sub = bus.subscribe()  # a live subscriber (no `after`) of the restarted node
+    try:
+        assert relay.cursor == published[0]["id"]
+        assert await _take(sub, 2) == [m["id"] for m in orphans]
     finally:
         await relay.stop()
