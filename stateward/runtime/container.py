@@ -153,6 +153,7 @@ class Services:
                 self._stops.append(self._close_runtime)
             self._stops.append(self.hooks.close)
             self._stops.append(self._watch_grants(self._runtime))
+            self._stops.append(_share_rate_limit(self._runtime, self.settings))
             self.relay = OutboxRelay(self._runtime, self.bus, **self.relay_options)
             await self.relay.start()
             self._stops.append(self.relay.stop)
@@ -234,6 +235,29 @@ class Services:
                 runtime.publishers.remove(on_commit)
 
         return stop
+
+
+def _share_rate_limit(runtime: Runtime, settings: Settings) -> Callable[[], Awaitable[None]]:
+    """With a `redis://` bus, one public rate limit for all nodes (in the bus's Redis,
+    keyed by the bus channel); otherwise each node keeps its own. Returns the closer."""
+    if not settings.bus_url.startswith(("redis://", "rediss://")):
+        return _nothing
+    from redis import asyncio as aioredis
+
+    from stateward.runtime.rate_limit import SharedRateLimiter, install_limiter
+
+    client = aioredis.Redis.from_url(settings.bus_url)
+    prefix = f"stateward:ratelimit:{bus_channel(settings)}"
+    install_limiter(runtime, SharedRateLimiter(settings.public_rate_limit, client, prefix))
+
+    async def close() -> None:
+        await client.aclose()
+
+    return close
+
+
+async def _nothing() -> None:
+    return None
 
 
 def create_services(settings: Settings) -> Services:

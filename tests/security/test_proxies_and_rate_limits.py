@@ -4,14 +4,18 @@ serve` process.
 
 Before: `serve` left uvicorn's `proxy_headers` on, and uvicorn trusts 127.0.0.1 by
 default, so it rewrote the client address from the header before the app's own
-trusted-proxy check; every forged address got a new bucket.
+trusted-proxy check; every forged address got a new bucket. And with a Redis bus each
+node kept its own bucket, so N nodes allowed N x the limit (item 11).
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable
 
 import httpx
+import pytest
 from harness import ServerProcess
 
 PUBLIC = '{ publicEntry(token: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA") { status } }'
@@ -47,3 +51,23 @@ async def test_a_trusted_proxy_forwards_the_client_address(
     assert "RATE_LIMITED" not in got, got  # each forwarded client has its own bucket
     again = await public_codes(server.url, ["198.51.100.1"] * 3)
     assert again[-1] == "RATE_LIMITED"
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+async def test_nodes_sharing_a_redis_bus_share_one_public_rate_limit(
+    server_factory: Callable[..., ServerProcess], postgres_db_url: str
+):
+    redis_url = os.environ.get("STATEWARD_TEST_REDIS_URL")
+    if not redis_url:
+        pytest.skip("STATEWARD_TEST_REDIS_URL is not set: Redis tests skipped")
+    env = {
+        "STATEWARD_BUS_URL": redis_url,
+        "STATEWARD_BUS_CHANNEL": f"sw-test-{uuid.uuid4().hex[:12]}",
+        "STATEWARD_PUBLIC_RATE_LIMIT": "4",
+    }
+    node_a = server_factory(postgres_db_url, **env)
+    node_b = server_factory(postgres_db_url, **env)
+    got = await public_codes(node_a.url, [None] * 3) + await public_codes(node_b.url, [None] * 3)
+    assert got[:4] == ["NOT_FOUND"] * 4, got  # 4 per minute for the client, on any node
+    assert got[4:] == ["RATE_LIMITED"] * 2, got

@@ -120,8 +120,8 @@ async def op_entry_token(ctx: ActContext) -> Outcome:
 # --- services -------------------------------------------------------------------------------
 
 
-def _check_rate(runtime: Runtime, ip: str | None) -> None:
-    limiter_for(runtime).check(ip or "unknown", runtime.clock.now())
+async def _check_rate(runtime: Runtime, ip: str | None) -> None:
+    await limiter_for(runtime).check(ip or "unknown", runtime.clock.now())
 
 
 async def _issue(runtime: Runtime, actor: str, process: ProcessRecord) -> str:
@@ -147,7 +147,7 @@ async def start_public(
 ) -> PublicEntry:
     """Start `workflow` as a new visitor (its initial state must be `public`) and return
     the visitor's token and view."""
-    _check_rate(runtime, ip)
+    await _check_rate(runtime, ip)
     async with runtime.uow(readonly=True) as uow:
         definition = await runtime.definition(uow, workflow)
     if definition.states[definition.initial].audience != "public":
@@ -163,7 +163,7 @@ async def start_public(
 
 async def public_view(runtime: Runtime, token: str, ip: str | None) -> PublicView:
     """What the token's holder may see of its instance (NOT_FOUND for an unknown token)."""
-    _check_rate(runtime, ip)
+    await _check_rate(runtime, ip)
     return await _view(runtime, token)
 
 
@@ -176,7 +176,7 @@ async def advance_public(
 ) -> PublicView:
     """Act as the token's visitor: `action` (advance when None) with `input`; the engine
     allows visitors only in `public` states and on actions open to them."""
-    _check_rate(runtime, ip)
+    await _check_rate(runtime, ip)
     process, _ = await _resolve(runtime, token)
     if action is not None and (not isinstance(action, str) or action.startswith("$")):
         raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
