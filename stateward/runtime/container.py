@@ -244,7 +244,7 @@ def _share_rate_limit(runtime: Runtime, settings: Settings) -> Callable[[], Awai
         return _nothing
     from redis import asyncio as aioredis
 
-    from stateward.runtime.rate_limit import SharedRateLimiter, install_limiter
+    from stateward.runtime.public.rate_limit import SharedRateLimiter, install_limiter
 
     client = aioredis.Redis.from_url(settings.bus_url)
     prefix = f"stateward:ratelimit:{bus_channel(settings)}"

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from graph_stack import Api
 
 from stateward.governance.keys import generate_keypair
-from stateward.runtime import registry
-from stateward.runtime.auth import MAX_TOKEN_TTL
+from stateward.runtime.access import registry
+from stateward.runtime.access.auth import MAX_TOKEN_TTL
 from stateward.runtime.container import VIEWER_TTL
 
 WHOAMI = "{ viewer { id } }"
