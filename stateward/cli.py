@@ -62,9 +62,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="workflow files or folders (*.star files: modules)")
     p.add_argument("--key-file", required=True, help="an admin's key file (signs the events)")
 
-    p = sub.add_parser("verify", help="verify signatures, hash chains and replay")
+    p = sub.add_parser("verify", help="verify signatures, hash chains, replay and the log")
     _db(p)
     p.add_argument("process_id", nargs="?", default=None, help="one process (default: all)")
+    p.add_argument("--log", default=None, help="verify an exported log file (no database)")
+    p.add_argument(
+        "--checkpoint", default=None, help="a checkpoint JSON saved earlier the log must contain"
+    )
+
+    p = sub.add_parser("checkpoint", help="print the latest signed checkpoint of the log")
+    _db(p)
+    p.add_argument("--sign", action="store_true", help="sign a fresh one first (node key)")
+
+    p = sub.add_parser("log", help="export, restore and prove the deployment log")
+    logs = p.add_subparsers(dest="log_command", required=True)
+    q = logs.add_parser("export", help="write the whole log as JSON Lines")
+    _db(q)
+    q.add_argument("--out", default="-", help="file to write (default: stdout)")
+    q = logs.add_parser("restore", help="rebuild an empty database from an exported log")
+    _db(q)
+    q.add_argument("--log", required=True, help="the exported log file")
+    q = logs.add_parser("proof", help="inclusion proof of one event (RFC 9162)")
+    _db(q)
+    q.add_argument("process", help="process id")
+    q.add_argument("seq", type=int, help="event seq")
+    q.add_argument("--size", type=int, default=None, help="tree size (default: current)")
+    q = logs.add_parser("consistency", help="consistency proof between tree sizes (RFC 9162)")
+    _db(q)
+    q.add_argument("first", type=int, help="the older tree size")
+    q.add_argument("second", type=int, nargs="?", default=None, help="default: current")
 
     p = sub.add_parser("export", help="export a namespace as a package")
     _db(p)

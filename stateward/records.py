@@ -285,3 +285,24 @@ class SlaClaim:
     kind: str
     deadline: datetime
     process: ProcessRecord
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """A signed tree head of the deployment log (`body` is the RFC 8785 text signed)."""
+
+    id: int | None
+    size: int
+    root: str
+    ts: datetime
+    signer: str
+    signature: str
+    body: str
+
+    def as_json(self) -> dict[str, Any]:
+        """`{"checkpoint": body, "signer", "signature"}`: the portable, verifiable form."""
+        return {
+            "checkpoint": json.loads(self.body),
+            "signer": self.signer,
+            "signature": self.signature,
+        }

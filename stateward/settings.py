@@ -20,6 +20,7 @@ class Settings:
     mode: str = "development"
     node_key_file: str | None = None
     scan_interval: float = 5.0
+    checkpoint_interval: float = 10.0
     stale_after: float = 30 * 24 * 3600.0
     hook_timeout_ms: int = 1000
     public_rate_limit: int = 60
@@ -52,6 +53,7 @@ class Settings:
             mode=e.get("STATEWARD_MODE", "development"),
             node_key_file=e.get("STATEWARD_NODE_KEY_FILE") or None,
             scan_interval=float(e.get("STATEWARD_SCAN_INTERVAL", "5")),
+            checkpoint_interval=float(e.get("STATEWARD_CHECKPOINT_INTERVAL", "10")),
             stale_after=float(e.get("STATEWARD_STALE_AFTER", str(30 * 24 * 3600))),
             hook_timeout_ms=int(e.get("STATEWARD_HOOK_TIMEOUT_MS", "1000")),
             public_rate_limit=int(e.get("STATEWARD_PUBLIC_RATE_LIMIT", "60")),

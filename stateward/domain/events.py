@@ -26,6 +26,8 @@ WORKFLOW_STALE: Final = "workflow.stale"
 WORKFLOW_DEPLOYED: Final = "workflow.deployed"
 ROLE_GRANTED: Final = "registry.role.granted"
 ROLE_REVOKED: Final = "registry.role.revoked"
+#: A node signed a checkpoint of the deployment log (details: the signed checkpoint).
+LOG_CHECKPOINT: Final = "log.checkpoint"
 
 #: Every event type a subscriber may filter on, in the order of DESIGN §9.
 ALL_TYPES: Final = (
@@ -46,6 +48,7 @@ ALL_TYPES: Final = (
     WORKFLOW_DEPLOYED,
     ROLE_GRANTED,
     ROLE_REVOKED,
+    LOG_CHECKPOINT,
 )
 
 # Bus payload fields (DESIGN §9). `id` is the outbox cursor; `details` is a small object.

@@ -14,6 +14,7 @@ its RFC 8785 bytes — never of the signature. Signing and verification: `verifi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,7 +22,12 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from stateward.domain.canonical import canonical_bytes, sha256_hex
+from stateward.domain.canonical import (
+    MAX_SAFE_INTEGER,
+    canonical_bytes,
+    loads_strict,
+    sha256_hex,
+)
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.governance.keys import b64url_decode, b64url_encode, is_public_key
 
@@ -36,6 +42,9 @@ _VISITOR = re.compile(r"^visitor:[0-9a-f]{16}$")
 _TS = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z$")
 _ENVELOPE_KEYS = frozenset({"v", "net", "process", "action", "actor", "ts", "nonce"})
 _ACTION_KEYS = frozenset({"name", "workflow", "input"})
+
+#: Characters outside the Basic Multilingual Plane (RFC 8785 sorts keys by UTF-16 units).
+_BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
 
 
 def _bad(pointer: str, message: str) -> DomainError:
@@ -151,8 +160,47 @@ class Envelope:
         }
 
     @classmethod
-    def from_json(cls, obj: object) -> Envelope:
-        """Validate the shape strictly; `DomainError(INVALID_INPUT)` with a pointer if wrong."""
+    def from_stored(cls, text: str) -> Envelope:
+        """The envelope of stored (or exported) canonical text, checked as strictly as
+        `from_json(loads_strict(text))`. Fast path for re-verifying a log: when the text
+        is exactly what `json.dumps(sort_keys=True)` gives back — which is RFC 8785 when
+        there are no floats, no unsafe integers, no NaN/Infinity and no characters beyond
+        the BMP (key order and string escapes then agree) — the RFC 8785 serializer is not
+        run again. `canonical()` is the text's bytes only when the text is canonical."""
+        odd: list[str] = []
+
+        def mark_float(literal: str) -> float:
+            odd.append(literal)
+            return float(literal)
+
+        def mark_int(literal: str) -> int:
+            value = int(literal)
+            if abs(value) > MAX_SAFE_INTEGER:
+                odd.append(literal)
+            return value
+
+        def mark_constant(literal: str) -> float:
+            odd.append(literal)
+            return float(literal)
+
+        try:
+            obj = json.loads(
+                text, parse_float=mark_float, parse_int=mark_int, parse_constant=mark_constant
+            )
+        except ValueError:
+            obj, odd = None, ["invalid"]
+        if odd or _BEYOND_BMP.search(text) is not None or not isinstance(obj, dict):
+            return cls.from_json(loads_strict(text))
+        same = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        if same != text:
+            return cls.from_json(loads_strict(text))
+        return cls.from_json(obj, canonical=text.encode("utf-8"))
+
+    @classmethod
+    def from_json(cls, obj: object, *, canonical: bytes | None = None) -> Envelope:
+        """Validate the shape strictly; `DomainError(INVALID_INPUT)` with a pointer if wrong.
+
+        `canonical`: the RFC 8785 bytes of `obj` when the caller already has them."""
         env = _require_keys(obj, _ENVELOPE_KEYS, "")
         if type(env["v"]) is not int or env["v"] != ENVELOPE_VERSION:
             raise _bad("/v", f"must be {ENVELOPE_VERSION}")
@@ -175,7 +223,8 @@ class Envelope:
         except DomainError as exc:
             raise _bad("/ts", exc.message) from exc
         _check_nonce(env["nonce"])
-        canonical = canonical_bytes(env)  # NaN, ±Inf, unsafe ints... -> INVALID_INPUT + pointer
+        if canonical is None:
+            canonical = canonical_bytes(env)  # NaN, ±Inf, unsafe ints... -> INVALID_INPUT
         envelope = cls(
             net=net,
             process=process,

@@ -65,6 +65,11 @@ def is_public_key(text: object) -> bool:
     """True when `text` is a well-formed actor key: 32 bytes of unpadded base64url."""
     if not isinstance(text, str) or len(text) != 43:
         return False
+    return _well_formed_key(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _well_formed_key(text: str) -> bool:
     try:
         b64url_decode(text, length=PUBLIC_KEY_BYTES)
     except DomainError:
@@ -137,6 +142,17 @@ def is_strict_point(encoded: bytes) -> bool:
     return bool(sodium.crypto_core_ed25519_is_valid_point(encoded))
 
 
+@functools.lru_cache(maxsize=4096)
+def _strict_public(public_b64: str) -> bytes | None:
+    """The 32 bytes of a public key that is canonical, of prime order and not small
+    order; None otherwise. Cached: a log has few distinct signers."""
+    try:
+        public = b64url_decode(public_b64, length=PUBLIC_KEY_BYTES)
+    except DomainError:
+        return None
+    return public if is_strict_point(public) else None
+
+
 def verify_signature(public_b64: str, message: bytes, sig_b64: str) -> bool:
     """Strict RFC 8032 verification of a b64url signature by a b64url public key.
 
@@ -146,15 +162,17 @@ def verify_signature(public_b64: str, message: bytes, sig_b64: str) -> bool:
     check `encode([S]B - [k]A) == R` (byte comparison) also forces R to be the canonical
     encoding of a prime-order point, so R needs only the explicit small-order check.
     """
+    public = _strict_public(public_b64) if isinstance(public_b64, str) else None
+    if public is None:
+        return False
     try:
-        public = b64url_decode(public_b64, length=PUBLIC_KEY_BYTES)
         signature = b64url_decode(sig_b64, length=SIGNATURE_BYTES)
     except DomainError:
         return False
     r_bytes, s_bytes = signature[:32], signature[32:]
     if int.from_bytes(s_bytes, "little") >= L:
         return False
-    if not is_strict_point(public) or is_small_order_encoding(r_bytes):
+    if is_small_order_encoding(r_bytes):
         return False
     try:
         sodium.crypto_sign_open(signature + message, public)

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import classify_integrity_error
+from stateward.persistence.log import queue_leaf
 from stateward.persistence.models import Event
 from stateward.records import StoredEvent
 
@@ -30,6 +31,7 @@ class EventRepository(Repository):
     async def append(self, event: StoredEvent, recorded_at: datetime | None = None) -> StoredEvent:
         """Insert `event` (its process row must exist) and return it with `id` set.
 
+        The event joins the deployment log at commit (`LogRepository.sequence`).
         Raises `SeqConflict`, `NonceConflict` or `DuplicateEvent` when a unique constraint
         says another event got there first; the transaction must then be rolled back.
         """
@@ -42,7 +44,9 @@ class EventRepository(Repository):
             if conflict is None:
                 raise
             raise conflict from error
-        return replace(stored, id=int(result.scalar_one()))
+        appended = replace(stored, id=int(result.scalar_one()))
+        queue_leaf(self.session, appended)
+        return appended
 
     async def get(self, process_id: str, seq: int) -> StoredEvent | None:
         """Event number `seq` of `process_id`, or None."""

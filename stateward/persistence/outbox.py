@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models_ops import Meta, Outbox
@@ -30,6 +31,15 @@ _LOCKED = "stateward.outbox_locked"
 _INSERT = insert(O).returning(*O.c)
 
 
+async def take_sequence_lock(session: AsyncSession) -> None:
+    """The global, transaction-scoped lock that orders outbox ids and log indexes by
+    commit (PostgreSQL; SQLite has one writer anyway). Taken once per transaction."""
+    if session.get_bind().dialect.name != "postgresql" or session.info.get(_LOCKED):
+        return
+    await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": OUTBOX_LOCK_KEY})
+    session.info[_LOCKED] = True
+
+
 def _record(row: Any) -> OutboxRecord:
     return to_record(OutboxRecord, row)
 
@@ -38,10 +48,7 @@ class OutboxRepository(Repository):
     """Append, relay and catch-up reads of `outbox` rows."""
 
     async def _lock_order(self) -> None:
-        if self.dialect != "postgresql" or self.session.info.get(_LOCKED):
-            return
-        await self.session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": OUTBOX_LOCK_KEY})
-        self.session.info[_LOCKED] = True
+        await take_sequence_lock(self.session)
 
     async def append(
         self,

@@ -24,6 +24,7 @@ from stateward.persistence.assignments import AssignmentRepository
 from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.errors import classify_integrity_error
 from stateward.persistence.events import EventRepository
+from stateward.persistence.log import LogRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
 from stateward.persistence.processes import ProcessRepository
@@ -50,6 +51,7 @@ class UnitOfWork:
     webhooks: WebhookRepository
     outbox: OutboxRepository
     meta: MetaRepository
+    log: LogRepository
 
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], *, readonly: bool = False
@@ -77,6 +79,7 @@ class UnitOfWork:
         self.webhooks = WebhookRepository(session)
         self.outbox = OutboxRepository(session)
         self.meta = MetaRepository(session)
+        self.log = LogRepository(session)
         return self
 
     async def __aexit__(
@@ -98,8 +101,12 @@ class UnitOfWork:
 
     async def commit(self) -> None:
         """Commit the transaction. Unique-constraint conflicts on events surface as
-        `SeqConflict` / `NonceConflict` / `DuplicateEvent` (and nothing is committed)."""
+        `SeqConflict` / `NonceConflict` / `DuplicateEvent` (and nothing is committed).
+
+        The sequencing step runs first: this transaction's events join the deployment
+        log (`LogRepository.sequence`, under the global sequencing lock)."""
         try:
+            await self.log.sequence()
             await self.session.commit()
         except IntegrityError as error:
             await self.session.rollback()

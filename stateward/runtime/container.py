@@ -165,6 +165,7 @@ class Services:
             if self.background:
                 self._stops.append(_start_automation(self._runtime, self.hooks))
                 self._stops.append(_start_ticker(self._runtime))
+                self._stops.append(_start_checkpointer(self._runtime))
         except BaseException:
             await self.stop()
             raise
@@ -315,6 +316,15 @@ def _start_automation(runtime: Runtime, hooks: HookRunner) -> Callable[[], Await
         await asyncio.gather(*pending, return_exceptions=True)
 
     return stop
+
+
+def _start_checkpointer(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """Sign a checkpoint of the log every `settings.checkpoint_interval` seconds."""
+    from stateward.runtime.insight.checkpoints import Checkpointer
+
+    checkpointer = Checkpointer(runtime)
+    checkpointer.start()
+    return checkpointer.stop
 
 
 def _start_ticker(runtime: Runtime) -> Callable[[], Awaitable[None]]:

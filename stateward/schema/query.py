@@ -6,16 +6,17 @@ Each field calls one resolver and wraps what it returns into the field's type.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, nodes, packages, reads, webhooks
+from stateward.resolvers import kernel, log, nodes, packages, reads, webhooks
 from stateward.schema.inputs import InstanceFilter
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
+from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionProof
 from stateward.schema.types.node import Node
 from stateward.schema.types.public import PublicView
 from stateward.schema.types.registry import Registry
@@ -147,3 +148,31 @@ class Query:
     @strawberry.field(description="Validate a definition without deploying it.")
     async def validate_workflow(self, info: Info, definition: JSON) -> ValidationReport:
         return ValidationReport.from_domain(await reads.validate(info, definition))
+
+    @strawberry.field(description="The newest signed checkpoint of the deployment log.")
+    async def checkpoint(self, info: Info) -> Checkpoint | None:
+        found = await log.latest_checkpoint(info)
+        return None if found is None else Checkpoint.from_record(found)
+
+    @strawberry.field(description="Every kept checkpoint of the deployment log, oldest first.")
+    async def checkpoints(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[Checkpoint]:
+        return Connection.of(await log.checkpoint_page(info, first, after), Checkpoint.from_record)
+
+    @strawberry.field(description="RFC 9162 inclusion proof of event `seq` of `process` in "
+                      "the tree of `size` leaves (default: the current tree).")  # fmt: skip
+    async def event_proof(
+        self, info: Info, process: str, seq: int, size: int | None = None
+    ) -> InclusionProof:
+        return InclusionProof.from_domain(await log.event_proof(info, process, seq, size))
+
+    @strawberry.field(description="RFC 9162 consistency proof that the tree of `from` leaves "
+                      "is a prefix of the tree of `to` (default: the current tree).")  # fmt: skip
+    async def consistency_proof(
+        self,
+        info: Info,
+        from_: Annotated[int, strawberry.argument(name="from")],
+        to: int | None = None,
+    ) -> ConsistencyProof:
+        return ConsistencyProof.from_domain(await log.consistency_proof(info, from_, to))

@@ -26,6 +26,10 @@ QUERIES = [
     "verifyProcess",
     "exportPackage",
     "validateWorkflow",
+    "checkpoint",
+    "checkpoints",
+    "eventProof",
+    "consistencyProof",
 ]
 MUTATIONS = [
     "authChallenge",

@@ -198,3 +198,30 @@ def test_signed_envelope_round_trips_and_checks_its_signer_and_signature(
         assert err.value.pointer == f"/{key}"
     with pytest.raises(DomainError):
         SignedEnvelope.from_json({"event": envelope_json, "signer": alice.public})
+
+
+def _stored_case(input: dict) -> str:
+    from stateward.governance.envelope import build_envelope
+
+    env = build_envelope("net1", "p1", "act", "a/b/c", input, "system", "2026-01-01T00:00:00.000Z")
+    return env.canonical().decode("utf-8")
+
+
+def test_from_stored_reads_canonical_text_exactly_like_the_strict_parser() -> None:
+    import json as _json
+
+    from stateward.domain.canonical import loads_strict
+    from stateward.governance.envelope import Envelope
+
+    cases = ({"a": 1, "b": "x\u2028\n\u00e9"}, {"f": 1.5, "big": 2**53 - 1},
+             {"\U0001f600": 1, "\ue000": 2}, {"nested": [{"z": None, "a": True}]})  # fmt: skip
+    for input in cases:
+        text = _stored_case(input)
+        fast, slow = Envelope.from_stored(text), Envelope.from_json(loads_strict(text))
+        assert fast == slow and fast.canonical() == slow.canonical() == text.encode()
+    text = _stored_case({"a": 1})
+    spaced = _json.dumps(_json.loads(text), indent=1)
+    assert Envelope.from_stored(spaced).canonical() != spaced.encode()
+    for bad in (text.replace('"a":1', '"a":NaN'), text.replace('"a":1', '"a":9007199254740993')):
+        with pytest.raises(DomainError):
+            Envelope.from_stored(bad)

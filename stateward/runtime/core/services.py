@@ -109,6 +109,9 @@ class Runtime:
     _handoff_top: int = field(default=0, repr=False)
     _handoff_written: int = field(default=0, repr=False)
     _handoff_at: float = field(default=float("-inf"), repr=False)
+    #: `log restore` only: the exported `$start` envelopes of spawned children by child
+    #: id, used instead of signing new ones so the rebuilt log is the same log.
+    restoring: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     async def open(

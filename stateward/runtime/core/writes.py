@@ -247,16 +247,19 @@ async def _spawn(
         start_input["parent_data"] = dict(spawn.parent)
     if spawn.state is not None:
         start_input["state"] = spawn.state
-    envelope = build_envelope(
-        runtime.net,
-        spawn.child_id,
-        START,
-        spawn.workflow,
-        start_input,
-        SYSTEM_ACTOR,
-        ctx.envelope.ts,
-    )
-    signed = sign_envelope(envelope, runtime.node_key)
+    signed = runtime.restoring.pop(spawn.child_id, None)
+    if signed is None:
+        envelope = build_envelope(
+            runtime.net,
+            spawn.child_id,
+            START,
+            spawn.workflow,
+            start_input,
+            SYSTEM_ACTOR,
+            ctx.envelope.ts,
+        )
+        signed = sign_envelope(envelope, runtime.node_key)
+    envelope = signed.envelope
     system = Actor(id=SYSTEM_ACTOR)
     identity = envelope.identity()
     outcome = evaluate(

@@ -1,0 +1,217 @@
+"""Offline verification speed of an exported log, and the cost of the Merkle log on writes.
+
+- events_per_s: `verify --log` (parse the file, every envelope, chain, signature, engine
+  replay, Merkle root against the checkpoint) over a log of 20k events (2k with
+  `--quick`): self-effect `tick`s on 24 instances plus the registry events before them,
+  written through `runtime.act` on SQLite, exported with `log export`;
+- bare_verify_per_s: a bare PyNaCl loop (`VerifyKey(signer).verify(envelope, signature)`)
+  over the same signatures; ratio = events_per_s / bare_verify_per_s (goal >= 0.7);
+- append_overhead: events/s of the store bench's write path (client-signed ticks through
+  `act` with group commit, SQLite file) with the Merkle log / without it (the sequencing
+  step's log append switched off for the run); goal >= 0.9. Runs alternate with and
+  without, three of each, and the medians are compared.
+Every figure is the median of 3 runs; the min-max spread is printed too.
+Usage: `python bench/verify.py [--quick] [--json]`; `--json` prints one JSON object last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from nacl.signing import VerifyKey
+
+from stateward.governance.keys import b64url_decode, generate_keypair
+from stateward.persistence.log import LogRepository
+from stateward.runtime.access import registry
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import sign_as, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.checkpoints import checkpoint
+from stateward.runtime.insight.logfile import export_lines, read_log
+from stateward.runtime.insight.logverify import verify_log
+from stateward.settings import Settings
+
+COUNTER = {
+    "$version": "2.0",
+    "$path": "bench/verify/counter",
+    "initial": "open",
+    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
+    "actions": {"tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}}},
+}
+INSTANCES = 24
+
+
+async def _write(url: str, n: int, *, batches: int = 1) -> tuple[Runtime, float]:
+    """A runtime with `n` ticks written through `act` (group commit); (runtime, events/s)."""
+    rt = await Runtime.open(Settings(database_url=url), node_key=generate_keypair())
+    operator = generate_keypair()
+    await init(rt, operator.public)
+    await registry.deploy_workflow(rt, operator, COUNTER)
+    ids = [
+        (await start_instance(rt, operator.public, COUNTER["$path"])).record.id
+        for _ in range(INSTANCES)
+    ]
+    signed = [
+        sign_as(rt, operator, ids[i % INSTANCES], "tick", COUNTER["$path"], {"i": i})
+        for i in range(n)
+    ]
+    gate = asyncio.Semaphore(INSTANCES)
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await act(rt, item, attested=False)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(s) for s in signed))
+    return rt, n / (time.perf_counter() - start)
+
+
+async def _export(folder: Path, n: int) -> Path:
+    rt, _rate = await _write(f"sqlite+aiosqlite:///{folder}/log.db", n)
+    out = folder / "log.jsonl"
+    try:
+        await checkpoint(rt)
+        with out.open("w", encoding="utf-8") as handle:
+            async for line in export_lines(rt):
+                handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    finally:
+        await rt.close()
+    return out
+
+
+def _verify_rate(path: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    log = read_log(str(path))
+    report = verify_log(log, log.checkpoints[-1])
+    elapsed = time.perf_counter() - start
+    assert report.valid, report.problems[:3]
+    return len(log.events) / elapsed, len(log.events)
+
+
+def _bare_rate(path: Path) -> float:
+    log = read_log(str(path))
+    items = [
+        (b64url_decode(e.signer), e.envelope.encode("utf-8"), b64url_decode(e.signature))
+        for e in log.events
+    ]
+    start = time.perf_counter()
+    for signer, message, signature in items:
+        VerifyKey(signer).verify(message, signature)
+    return len(items) / (time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def _without_log() -> Iterator[None]:
+    """The write path with the log append switched off (the comparison run only)."""
+    original = LogRepository.sequence
+
+    async def skip(self: LogRepository) -> list[int]:
+        self.session.info.pop("stateward.log_pending", None)
+        return []
+
+    LogRepository.sequence = skip  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        LogRepository.sequence = original  # type: ignore[method-assign]
+
+
+async def _append_rate(folder: Path, n: int, tag: str, *, with_log: bool) -> float:
+    url = f"sqlite+aiosqlite:///{folder}/append-{tag}.db"
+    with contextlib.nullcontext() if with_log else _without_log():
+        rt, rate = await _write(url, n)
+        await rt.close()
+    return rate
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+async def _run(quick: bool) -> dict[str, Any]:
+    n, writes = (2000, 600) if quick else (20000, 3000)
+    folder = Path(tempfile.mkdtemp(prefix="stateward-bench-verify-"))
+    try:
+        path = await _export(folder, n)
+        verify_rates, bare_rates = [], []
+        for _ in range(3):
+            rate, events = _verify_rate(path)
+            verify_rates.append(rate)
+            bare_rates.append(_bare_rate(path))
+        with_log, without = [], []
+        for i in range(3):
+            without.append(await _append_rate(folder, writes, f"off{i}", with_log=False))
+            with_log.append(await _append_rate(folder, writes, f"on{i}", with_log=True))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    v, b = _summary(verify_rates), _summary(bare_rates)
+    on, off = _summary(with_log), _summary(without)
+    return {
+        "events": events,
+        "events_per_s": v,
+        "bare_verify_per_s": b,
+        "ratio": v["median"] / b["median"],
+        "append_events_per_s_with_log": on,
+        "append_events_per_s_without_log": off,
+        "append_overhead": on["median"] / off["median"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table, and with `--json` one JSON object last."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2k events instead of 20k")
+    parser.add_argument("--json", action="store_true", help="print a JSON object last")
+    args = parser.parse_args(argv)
+    r = asyncio.run(_run(args.quick))
+
+    def fmt(s: dict[str, float]) -> str:
+        return f"{s['median']:8.0f} ({s['min']:.0f}-{s['max']:.0f})"
+
+    print(f"verify --log over {r['events']} events: events/s {fmt(r['events_per_s'])}")
+    print(f"bare PyNaCl verify:                 /s {fmt(r['bare_verify_per_s'])}")
+    print(f"ratio {r['ratio']:.2f} (goal >= 0.7)")
+    print(f"write path with log    events/s {fmt(r['append_events_per_s_with_log'])}")
+    print(f"write path without log events/s {fmt(r['append_events_per_s_without_log'])}")
+    print(f"append_overhead {r['append_overhead']:.2f} (goal >= 0.9)")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "events": r["events"],
+                    "events_per_s": round(r["events_per_s"]["median"], 1),
+                    "events_per_s_min_max": [
+                        round(r["events_per_s"][k], 1) for k in ("min", "max")
+                    ],
+                    "bare_verify_per_s": round(r["bare_verify_per_s"]["median"], 1),
+                    "bare_verify_per_s_min_max": [
+                        round(r["bare_verify_per_s"][k], 1) for k in ("min", "max")
+                    ],
+                    "ratio": round(r["ratio"], 3),
+                    "append_overhead": round(r["append_overhead"], 3),
+                    "append_events_per_s_with_log": round(
+                        r["append_events_per_s_with_log"]["median"], 1
+                    ),
+                    "append_events_per_s_without_log": round(
+                        r["append_events_per_s_without_log"]["median"], 1
+                    ),
+                }
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Resolvers of the deployment log: checkpoints and proofs (any authenticated viewer;
+an event's proof only for viewers who may read its process). They return records and
+runtime values; the schema wraps them."""
+
+from __future__ import annotations
+
+from strawberry.types import Info
+
+from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.records import CheckpointRecord
+from stateward.resolvers.context import require_read, runtime, viewer
+from stateward.resolvers.ids import local_id
+from stateward.resolvers.loaders import loaders
+from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.runtime.insight import checkpoints, proofs
+
+
+async def latest_checkpoint(info: Info) -> CheckpointRecord | None:
+    """`Query.checkpoint`: the newest checkpoint (null before the first one)."""
+    viewer(info)
+    return await checkpoints.latest(runtime(info))
+
+
+async def checkpoint_page(
+    info: Info, first: int | None, after: str | None
+) -> Page[CheckpointRecord]:
+    """`Query.checkpoints(first, after)`: every kept checkpoint, oldest first."""
+    viewer(info)
+    limit, after_id = page_size(first), 0
+    if after is not None:
+        values = decode_cursor(after)
+        if not values or not isinstance(values[0], int):
+            raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+        after_id = values[0]
+    rows = await checkpoints.page(runtime(info), after_id=after_id, limit=limit + 1)
+    return page_of(rows, limit, key=lambda c: (c.id,), has_previous=after_id > 0)
+
+
+async def event_proof(
+    info: Info, process: str, seq: int, size: int | None
+) -> proofs.InclusionProof:
+    """`Query.eventProof(process, seq, size)`."""
+    pid = local_id(process, "Instance")
+    found = await loaders(info).process.load(pid)
+    if found is None:
+        raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
+    require_read(info, found.namespace, f"process {pid}")
+    return await proofs.event_proof(runtime(info), pid, seq, size)
+
+
+async def consistency_proof(info: Info, first: int, second: int | None) -> proofs.ConsistencyProof:
+    """`Query.consistencyProof(from, to)`."""
+    viewer(info)
+    return await proofs.consistency_proof(runtime(info), first, second)

@@ -1,0 +1,359 @@
+"""Verifying the deployment log as a whole: offline from an export, and the Merkle
+part against a live database.
+
+`verify_log(log, checkpoint)` needs no database: for every event in log-index order it
+checks the index (gap-free), the envelope (canonical, agrees with the line), the
+per-process hash chain, the signature (signer = actor or a trusted node key; keys
+revoked or rotated earlier in the log refused), and replays each process through the
+engine with the definitions the registry events deployed. Then the Merkle root of the
+first `size` leaves is checked against every checkpoint in the file and, given one saved
+earlier, against that one: a log that lost events fails, naming the first missing log
+index. `TreeWalk` is the Merkle part, shared with `verify --db --checkpoint`.
+
+Log-level findings use process `log` and the log index as `seq`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stateward.domain import merkle
+from stateward.domain.bootstrap import bootstrap_definition
+from stateward.domain.definition import load_definition
+from stateward.domain.errors import DomainError
+from stateward.domain.logformat import event_leaf_hash
+from stateward.domain.model import Actor, Definition, ProcessSnapshot
+from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
+from stateward.governance.chain import GENESIS_PREV, event_hash
+from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
+from stateward.governance.envelope import Envelope, SignedEnvelope
+from stateward.governance.verification import verify_envelope
+from stateward.runtime.core.kernel import evaluate, replay_name
+from stateward.runtime.insight.logfile import LogEvent, LogFile
+from stateward.runtime.insight.verify import (
+    BAD_SIGNATURE,
+    ENVELOPE_MISMATCH,
+    NOT_FOUND,
+    REPLAY_FAILED,
+    VerificationProblem,
+    VerificationReport,
+)
+
+LOG = "log"
+LOG_GAP = "LOG_GAP"
+LOG_TRUNCATED = "LOG_TRUNCATED"
+CHECKPOINT_MISMATCH = "CHECKPOINT_MISMATCH"
+BAD_CHECKPOINT = "BAD_CHECKPOINT"
+LEAF_MISMATCH = "LEAF_MISMATCH"
+UNLOGGED_EVENT = "UNLOGGED_EVENT"
+SEQ_GAP = "SEQ_GAP"
+PREV_HASH_MISMATCH = "PREV_HASH_MISMATCH"
+HASH_MISMATCH = "HASH_MISMATCH"
+
+
+class TreeWalk:
+    """Rebuilds the tree leaf by leaf and checks checkpoints against it."""
+
+    def __init__(self, report: VerificationReport, sizes: Iterable[int] = ()) -> None:
+        self.report = report
+        self.frontier: list[bytes] = []
+        self.size = 0
+        self.first_gap: int | None = None
+        self.wanted = set(sizes)
+        self.roots: dict[int, str] = {0: merkle.EMPTY_ROOT.hex()}
+
+    def problem(self, index: int, code: str, message: str) -> None:
+        self.report.problems.append(VerificationProblem(LOG, index, code, message))
+
+    def add(self, index: int, leaf: bytes) -> None:
+        """The next leaf, found at `index` (a gap is reported once, where it starts)."""
+        if index != self.size:
+            if self.first_gap is None or index > self.size:
+                self.problem(
+                    self.size,
+                    LOG_GAP,
+                    f"log index {self.size} is missing (the next leaf found is {index})",
+                )
+            self.first_gap = self.size if self.first_gap is None else self.first_gap
+        self.frontier, _created = merkle.append(self.frontier, self.size, leaf)
+        self.size += 1
+        if self.size in self.wanted:
+            self.roots[self.size] = merkle.root_from_frontier(self.frontier).hex()
+
+    @property
+    def root(self) -> str:
+        """The root over every leaf added."""
+        return merkle.root_from_frontier(self.frontier).hex()
+
+    def check(self, checkpoint: SignedCheckpoint, what: str) -> None:
+        """Does this log contain the tree `checkpoint` signed (same first `size` leaves)?"""
+        first_missing = self.first_gap if self.first_gap is not None else self.size
+        if checkpoint.size > self.size:
+            self.problem(
+                first_missing,
+                LOG_TRUNCATED,
+                f"{what} covers {checkpoint.size} leaves but the log has {self.size}: "
+                f"first missing log index {first_missing}",
+            )
+            return
+        root = self.roots.get(checkpoint.size)
+        if root != checkpoint.root:
+            where = (
+                f"first missing log index {self.first_gap}"
+                if self.first_gap is not None and self.first_gap < checkpoint.size
+                else "an event before it was changed, removed or reordered"
+            )
+            self.problem(
+                min(first_missing, checkpoint.size),
+                CHECKPOINT_MISMATCH,
+                f"the first {checkpoint.size} leaves hash to {str(root)[:16]}…, {what} "
+                f"says {checkpoint.root[:16]}… ({where})",
+            )
+
+
+@dataclass
+class _Process:
+    kind_registry: bool
+    definition: Definition | None
+    snapshot: ProcessSnapshot | None = None
+    seq: int = 0
+    head: str = GENESIS_PREV
+    broken: bool = False
+
+
+@dataclass
+class OfflineVerifier:
+    """State of one offline verification (see the module docstring)."""
+
+    log: LogFile
+    report: VerificationReport = field(default_factory=VerificationReport)
+    processes: dict[str, _Process] = field(default_factory=dict)
+    definitions: dict[tuple[str, int], Definition] = field(default_factory=dict)
+    latest: dict[str, int] = field(default_factory=dict)
+    revoked_at: dict[str, int] = field(default_factory=dict)
+
+    def problem(self, process: str, seq: int, code: str, message: str) -> None:
+        self.report.problems.append(VerificationProblem(process, seq, code, message))
+
+    def run(self, given: SignedCheckpoint | None) -> VerificationReport:
+        sizes = [c.size for c in self.log.checkpoints] + ([given.size] if given else [])
+        tree = TreeWalk(self.report, sizes)
+        for event in self.log.events:
+            tree.add(event.index, _leaf(event))
+            self.event(event)
+        self.report.events_checked = len(self.log.events)
+        self.report.processes_checked = len(self.processes)
+        trusted = self.log.trusted_signers
+        for n, cp in enumerate(self.log.checkpoints):
+            self._checkpoint(tree, cp, f"checkpoint #{n + 1} of the file", trusted)
+        if given is not None:
+            self._checkpoint(tree, given, "the given checkpoint", trusted)
+        return self.report
+
+    def _checkpoint(
+        self, tree: TreeWalk, cp: SignedCheckpoint, what: str, trusted: frozenset[str]
+    ) -> None:
+        try:
+            verify_checkpoint(cp, net=self.log.net, trusted=trusted)
+        except DomainError as exc:
+            tree.problem(cp.size, BAD_CHECKPOINT, f"{what}: {exc.message}")
+            return
+        tree.check(cp, what)
+
+    # ------------------------------------------------------------------ one event
+
+    def event(self, event: LogEvent) -> None:
+        state = self.processes.get(event.process)
+        envelope = self._envelope(event)
+        if state is None:
+            state = self._open(event, envelope)
+            self.processes[event.process] = state
+        self._chain(state, event)
+        if envelope is None:
+            state.broken = True
+            return
+        self._signature(event, envelope)
+        if not state.broken and state.definition is not None:
+            self._replay(state, event, envelope)
+
+    def _envelope(self, event: LogEvent) -> Envelope | None:
+        try:
+            envelope = Envelope.from_stored(event.envelope)
+        except DomainError as exc:
+            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, f"unreadable: {exc}")
+            return None
+        if envelope.canonical() != event.envelope.encode("utf-8"):
+            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, "envelope is not canonical")
+        if envelope.process != event.process:
+            self.problem(
+                event.process, event.seq, ENVELOPE_MISMATCH, "envelope names another process"
+            )
+        return envelope
+
+    def _open(self, event: LogEvent, envelope: Envelope | None) -> _Process:
+        workflow = envelope.action.workflow if envelope else ""
+        if workflow.endswith("/bootstrap"):
+            namespace = workflow.rsplit("/", 1)[0]
+            return _Process(True, bootstrap_definition(namespace))
+        version = event.version or self.latest.get(workflow)
+        definition = self.definitions.get((workflow, version or 0))
+        if definition is None and envelope is not None:
+            self.problem(
+                event.process, event.seq, NOT_FOUND,
+                f"{workflow} v{version} was not deployed earlier in the log",
+            )  # fmt: skip
+        return _Process(False, definition)
+
+    def _chain(self, state: _Process, event: LogEvent) -> None:
+        if event.seq != state.seq + 1:
+            self.problem(event.process, event.seq, SEQ_GAP, f"expected seq {state.seq + 1}")
+        if event.prev_hash != state.head:
+            self.problem(event.process, event.seq, PREV_HASH_MISMATCH, "prev_hash breaks the chain")
+        recomputed = event_hash(event.prev_hash, event.envelope.encode("utf-8"), event.signature)
+        if recomputed != event.hash:
+            self.problem(
+                event.process, event.seq, HASH_MISMATCH, "hash differs from the recomputed one"
+            )
+        state.seq, state.head = event.seq, event.hash
+
+    def _signature(self, event: LogEvent, envelope: Envelope) -> None:
+        def revoked(key: str, _ts: str) -> bool:
+            at = self.revoked_at.get(key)
+            return at is not None and event.index > at
+
+        try:
+            verify_envelope(
+                SignedEnvelope(envelope, event.signer, event.signature),
+                net=self.log.net,
+                now=None,
+                trusted_signers=self.log.trusted_signers,
+                revoked=revoked,
+            )
+        except DomainError as exc:
+            self.problem(event.process, event.seq, BAD_SIGNATURE, exc.message)
+
+    def _replay(self, state: _Process, event: LogEvent, envelope: Envelope) -> None:
+        assert state.definition is not None
+        before = state.snapshot
+        name = replay_name(envelope.action.name, event.action)
+        actor = Actor(id=envelope.actor, visitor=envelope.actor.startswith("visitor:"))
+        try:
+            outcome = evaluate(
+                state.definition, before, name=name, input=envelope.action.input, actor=actor,
+                ts=envelope.ts, event_id=envelope.identity(), process_id=envelope.process,
+                authorize=False,
+            )  # fmt: skip
+        except DomainError as exc:
+            self.problem(event.process, event.seq, REPLAY_FAILED, f"{exc.code}: {exc.message}")
+            state.broken = True
+            return
+        chain = (before.automation_chain + 1 if before else 1) if name == "$automate" else 0
+        state.snapshot = ProcessSnapshot(
+            id=envelope.process,
+            workflow=envelope.action.workflow,
+            version=event.version or (before.version if before else 1),
+            state=outcome.state,
+            status=outcome.status,
+            data=outcome.data,
+            started_by=before.started_by if before else envelope.actor,
+            automation_chain=chain,
+        )
+        if state.kind_registry:
+            self._governance(event, envelope)
+
+    def _governance(self, event: LogEvent, envelope: Envelope) -> None:
+        """What a replayed registry event changes for later events: definitions, keys."""
+        name, input = envelope.action.name, envelope.action.input
+        if name in ("add_workflow", "update_workflow"):
+            source: dict[str, Any] = input["definition"]
+            path = str(source["$path"])
+            version = self.latest.get(path, 0) + 1
+            try:
+                self.definitions[(path, version)] = load_definition(source)
+            except DomainError as exc:
+                self.problem(event.process, event.seq, REPLAY_FAILED, f"{path}: {exc.message}")
+                return
+            self.latest[path] = version
+        elif envelope.process == registry_id(SYSTEM_NAMESPACE):
+            if name == "rotate_key":
+                self.revoked_at.setdefault(envelope.actor, event.index)
+            elif name == "revoke_key" and isinstance(input.get("key"), str):
+                self.revoked_at.setdefault(input["key"], event.index)
+
+
+def _leaf(event: LogEvent) -> bytes:
+    return bytes.fromhex(event_leaf_hash(event.process, event.seq, event.signer, event.hash))
+
+
+def verify_log(log: LogFile, checkpoint: SignedCheckpoint | None = None) -> VerificationReport:
+    """Verify an exported log with no database (see the module docstring)."""
+    return OfflineVerifier(log).run(checkpoint)
+
+
+async def verify_database(
+    runtime: Any,
+    checkpoint: SignedCheckpoint | None = None,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_process: Callable[[], None] | None = None,
+) -> VerificationReport:
+    """`verify` of every process, plus the deployment log: indexes gap-free, every event
+    logged, stored leaves and head equal to the recomputed tree, every kept checkpoint
+    (signed by a trusted node key) and the given one contained in the log."""
+    from stateward.runtime.insight.verify import verify
+
+    report = await verify(runtime, on_start=on_start, on_process=on_process)
+    trusted = await runtime.refresh_trusted()
+    async with runtime.uow(readonly=True) as uow:
+        kept = await uow.log.checkpoints()
+        tree = TreeWalk(report, [c.size for c in kept] + ([checkpoint.size] if checkpoint else []))
+        after = -1
+        stored: dict[int, str] = {}
+        while True:
+            rows = await uow.log.events(after=after, limit=2000)
+            if not rows:
+                break
+            ids = {i for i, _e in rows}
+            stored = {
+                i: h.hex() for (lv, i), h in (await uow.log.nodes((0, i) for i in ids)).items()
+            }
+            for index, event in rows:
+                leaf = event_leaf_hash(event.process_id, event.seq, event.signer, event.hash)
+                if stored.get(index) != leaf:
+                    tree.problem(
+                        index,
+                        LEAF_MISMATCH,
+                        f"stored leaf of {event.process_id}/{event.seq} differs from its event",
+                    )
+                tree.add(index, bytes.fromhex(leaf))
+            after = rows[-1][0]
+        unlogged = await uow.log.unlogged_events()
+        size, root = await uow.log.head()
+    if unlogged:
+        tree.problem(tree.size, UNLOGGED_EVENT, f"{unlogged} event row(s) are not in the log")
+    if (size, root) != (tree.size, tree.root):
+        tree.problem(
+            size,
+            CHECKPOINT_MISMATCH,
+            f"the stored log head ({size}, {root[:16]}…) differs from the recomputed "
+            f"({tree.size}, {tree.root[:16]}…)",
+        )
+    for record in kept:
+        _check_kept(tree, parse_checkpoint(record.as_json()), runtime.net, trusted)
+    if checkpoint is not None:
+        _check_kept(tree, checkpoint, runtime.net, trusted, "the given checkpoint")
+    return report
+
+
+def _check_kept(
+    tree: TreeWalk, cp: SignedCheckpoint, net: str, trusted: frozenset[str], what: str = ""
+) -> None:
+    what = what or f"kept checkpoint of size {cp.size} by {cp.signer[:8]}…"
+    try:
+        verify_checkpoint(cp, net=net, trusted=trusted)
+    except DomainError as exc:
+        tree.problem(cp.size, BAD_CHECKPOINT, f"{what}: {exc.message}")
+        return
+    tree.check(cp, what)

@@ -1,0 +1,57 @@
+"""Databases made before the deployment log migrate: their events are appended to the
+log in `events.id` order, giving the same tree a fresh database built."""
+
+from __future__ import annotations
+
+from alembic import command
+
+from stateward.governance.keys import generate_keypair
+from stateward.persistence import create_engine, init_schema
+from stateward.persistence.db import alembic_config, current_revision
+from stateward.runtime.access import registry
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.services import Runtime
+from stateward.settings import Settings
+
+FLOW = {
+    "$version": "2.0",
+    "$path": "mig/log/flow",
+    "initial": "a",
+    "states": {"a": {"label": "A"}, "b": {"label": "B", "terminal": True}},
+    "actions": {"go": {"from": "a", "to": "b"}},
+}
+
+
+async def _log(rt: Runtime) -> tuple[tuple[int, str], list[tuple[int, int | None]]]:
+    async with rt.uow(readonly=True) as uow:
+        head = await uow.log.head()
+        rows = await uow.log.events(limit=10000)
+    return head, [(i, e.id) for i, e in rows]
+
+
+async def test_an_old_database_gets_its_events_logged_in_id_order(db_url):
+    operator = generate_keypair()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
+    try:
+        await init(rt, operator.public)
+        await registry.deploy_workflow(rt, operator, FLOW)
+        await registry.grant_role(rt, operator, "mig/log", generate_keypair().public, ["x"])
+        before = await _log(rt)
+    finally:
+        await rt.close()
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
+        assert await current_revision(engine) == "0002"
+        await init_schema(engine)
+        assert await current_revision(engine) == "0003"
+    finally:
+        await engine.dispose()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
+    try:
+        after = await _log(rt)
+    finally:
+        await rt.close()
+    assert before[0][0] == 3
+    assert after == before

@@ -1,0 +1,128 @@
+"""The deployment log: every committed event gets a gap-free log index and a leaf in one
+Merkle tree; proofs verify; checkpoints are signed, kept and announced."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kernel_fixtures import TICKET, Desk
+
+from stateward.domain import merkle
+from stateward.domain.logformat import event_leaf_hash
+from stateward.governance.checkpoint import parse_checkpoint, verify_checkpoint
+from stateward.governance.keys import generate_keypair
+from stateward.records import OutboxFilter
+from stateward.runtime.core.act import act
+from stateward.runtime.core.commands import sign_as
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.checkpoints import checkpoint
+from stateward.runtime.insight.proofs import consistency_proof, event_proof
+from stateward.settings import Settings
+
+
+async def log_of(rt: Runtime) -> list[tuple[int, str, int, bytes]]:
+    """(index, process, seq, leaf hash) of every logged event, in index order."""
+    async with rt.uow(readonly=True) as uow:
+        rows = await uow.log.events(limit=100000)
+    return [
+        (
+            i,
+            e.process_id,
+            e.seq,
+            bytes.fromhex(event_leaf_hash(e.process_id, e.seq, e.signer, e.hash)),
+        )
+        for i, e in rows
+    ]
+
+
+async def test_every_event_gets_a_gap_free_index_and_the_root_is_the_rfc_tree(admin_rt, operator):
+    desk = await Desk(admin_rt, operator).setup()
+    for _ in range(3):
+        await desk.ticket_in_review()
+    leaves = await log_of(admin_rt)
+    async with admin_rt.uow(readonly=True) as uow:
+        size, root = await uow.log.head()
+        assert await uow.log.unlogged_events() == 0
+    assert [i for i, *_ in leaves] == list(range(size))
+    assert size >= 8
+    assert root == merkle.root_of([leaf for *_, leaf in leaves]).hex()
+    for index, process, seq, leaf in leaves:
+        proof = await event_proof(admin_rt, process, seq)
+        assert proof.index == index and proof.leaf == leaf.hex()
+        path = [bytes.fromhex(h) for h in proof.path]
+        assert merkle.verify_inclusion(leaf, index, size, path, bytes.fromhex(root))
+
+
+async def test_proofs_for_older_trees_and_consistency_between_them(admin_rt, operator):
+    desk = await Desk(admin_rt, operator).setup()
+    await desk.ticket_in_review()
+    leaves = await log_of(admin_rt)
+    for first in range(1, len(leaves) + 1):
+        c = await consistency_proof(admin_rt, first)
+        assert c.first_root == merkle.root_of([x[3] for x in leaves[:first]]).hex()
+        assert merkle.verify_consistency(
+            first, c.second, bytes.fromhex(c.first_root), bytes.fromhex(c.second_root),
+            [bytes.fromhex(h) for h in c.path],
+        )  # fmt: skip
+    old = await event_proof(admin_rt, leaves[0][1], leaves[0][2], size=3)
+    assert old.size == 3 and old.root == merkle.root_of([x[3] for x in leaves[:3]]).hex()
+
+
+async def test_group_commit_keeps_the_index_gap_free(admin_rt, operator):
+    desk = await Desk(admin_rt, operator).setup()
+    ids = [await desk.ticket_in_review() for _ in range(4)]
+    signed = [sign_as(admin_rt, operator, ids[i % 4], "note", TICKET["$path"], {"text": str(i)})
+              for i in range(40)]  # fmt: skip
+    await asyncio.gather(*(act(admin_rt, s, attested=False) for s in signed))
+    leaves = await log_of(admin_rt)
+    assert [i for i, *_ in leaves] == list(range(len(leaves)))
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (await uow.log.head())[0] == len(leaves)
+        assert await uow.log.unlogged_events() == 0
+
+
+async def test_a_checkpoint_is_signed_kept_and_announced_only_when_the_log_grew(admin_rt, operator):
+    first = await checkpoint(admin_rt)
+    assert first is not None
+    assert await checkpoint(admin_rt) is None  # nothing new
+    parsed = parse_checkpoint(first.as_json())
+    verify_checkpoint(parsed, net=admin_rt.net, trusted={admin_rt.node_public})
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (parsed.size, parsed.root) == await uow.log.head()
+        rows = await uow.outbox.events_after(0, OutboxFilter(types=("log.checkpoint",)))
+    assert [r.payload["details"] for r in rows] == [first.as_json()]
+    await Desk(admin_rt, operator).setup()
+    second = await checkpoint(admin_rt)
+    assert second is not None and second.size > first.size
+
+
+async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(postgres_db_url):
+    operator = generate_keypair()
+    a = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
+    b = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
+    try:
+        from stateward.runtime.access.genesis import init
+
+        await init(a, operator.public)
+        desk = await Desk(a, operator).setup()
+        await b.refresh_trusted()
+        ids = [await desk.ticket_in_review() for _ in range(4)]
+
+        async def node(rt: Runtime, tag: str) -> None:
+            for i in range(30):
+                s = sign_as(
+                    rt, operator, ids[i % 4], "note", TICKET["$path"], {"text": f"{tag}{i}"}
+                )
+                await act(rt, s, attested=False)
+
+        await asyncio.gather(node(a, "a"), node(b, "b"), node(a, "c"), node(b, "d"))
+        leaves = await log_of(a)
+        assert [i for i, *_ in leaves] == list(range(len(leaves)))
+        cp_a, cp_b = await checkpoint(a), await checkpoint(b)
+        assert cp_a is not None and cp_b is not None
+        assert (cp_a.size, cp_a.root) == (cp_b.size, cp_b.root) == (
+            len(leaves), merkle.root_of([x[3] for x in leaves]).hex()
+        )  # fmt: skip
+    finally:
+        await a.close()
+        await b.close()
