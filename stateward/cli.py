@@ -74,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     _db(p)
     p.add_argument("--sign", action="store_true", help="sign a fresh one first (node key)")
 
+    p = sub.add_parser("key", help="rotate or revoke a key (signed registry events)")
+    keys = p.add_subparsers(dest="key_command", required=True)
+    q = keys.add_parser("rotate", help="move a key's grants to a new key; retire the old one")
+    _db(q)
+    q.add_argument("--key-file", required=True, help="the current key (signs the event)")
+    q.add_argument("--new-key-file", required=True, help="the new key (created when missing)")
+    q = keys.add_parser("revoke", help="revoke a key (needs a system admin's key)")
+    _db(q)
+    q.add_argument("--key-file", required=True, help="a system admin's key file")
+    q.add_argument("key", help="the public key to revoke")
+
     p = sub.add_parser("log", help="export, restore and prove the deployment log")
     logs = p.add_subparsers(dest="log_command", required=True)
     q = logs.add_parser("export", help="write the whole log as JSON Lines")
@@ -130,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("bench", help="run a benchmark from bench/")
-    p.add_argument("name", choices=["engine", "store", "api", "sla"], help="bench/NAME.py")
+    p.add_argument(
+        "name", choices=["engine", "store", "api", "sla", "verify"], help="bench/NAME.py"
+    )
     p.add_argument("--quick", action="store_true", help="a shorter run")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     return parser

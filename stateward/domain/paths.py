@@ -13,6 +13,10 @@ from stateward.domain import errors
 from stateward.domain.errors import Problem
 
 SEGMENT = re.compile(r"[a-z0-9][a-z0-9_-]*")
+#: A namespace segment has no '-': registry ids replace '/' by '-', so `a-b` and `a/b`
+#: would share one registry (`a-b-registry`). Without dashes the mapping is one-to-one.
+NAMESPACE_SEGMENT = re.compile(r"[a-z0-9][a-z0-9_]*")
+REGISTRY_SUFFIX = "-registry"
 #: A basename ending in a version (`-v1`, `-V2`, `_v3`): identity must not carry versions.
 VERSION_SUFFIX = re.compile(r"[-_][vV][0-9]+$")
 FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -47,16 +51,26 @@ def is_canonical_path(path: object) -> bool:
 
 
 def is_namespace(namespace: object) -> bool:
-    """True when `namespace` is one or more canonical segments (`system`, `customer/retail`)."""
-    return isinstance(namespace, str) and _segments_ok(namespace, 1)
+    """True when `namespace` is one or more namespace segments (`system`,
+    `customer/retail`): canonical segments without '-' (see `NAMESPACE_SEGMENT`)."""
+    return isinstance(namespace, str) and all(
+        NAMESPACE_SEGMENT.fullmatch(p) for p in namespace.split("/")
+    )
 
 
 def registry_id(namespace: str) -> str:
     """The process id of a namespace's registry: `/` -> `-`, plus `-registry` (DESIGN §6).
 
     `customer/retail` -> `customer-retail-registry`; `system` -> `system-registry`.
+    One-to-one because namespaces have no '-'; ids ending in `-registry` are refused for
+    instances (`is_registry_id`), so no instance can take a registry's id.
     """
-    return namespace.replace("/", "-") + "-registry"
+    return namespace.replace("/", "-") + REGISTRY_SUFFIX
+
+
+def is_registry_id(process_id: str) -> bool:
+    """True for ids in the registry id space (`...-registry`): instances may not use them."""
+    return process_id.endswith(REGISTRY_SUFFIX)
 
 
 def is_reserved_path(path: str) -> bool:
@@ -90,6 +104,17 @@ def path_problems(path: str, pointer: str = "/$path") -> list[Problem]:
                 f"$path {path!r} is not canonical: it needs at least two '/'-separated "
                 "segments of lower-case letters, digits, '-' or '_' (no leading '/', "
                 "no '..', no '.json')",
+                pointer,
+            )
+        )
+    namespace = split_path(path)[0]
+    if _segments_ok(shape, 2) and not is_namespace(namespace):
+        found.append(
+            Problem(
+                errors.AMBIGUOUS_NAMESPACE,
+                f"namespace {namespace!r} contains '-': namespaces use '/' between segments "
+                "and no '-' (its registry id would be shared with "
+                f"{namespace.replace('-', '/')!r})",
                 pointer,
             )
         )

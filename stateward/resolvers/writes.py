@@ -92,8 +92,12 @@ async def add_workflow(info: Info, definition: Any) -> DeployedWorkflow:
 
 
 async def update_workflow(info: Info, definition: Any) -> DeployedWorkflow:
-    """`updateWorkflow(definition)`: the next version of an existing path."""
+    """`updateWorkflow(definition)`: the next version of an existing path; the latest
+    version itself, with no event, when nothing changed (same hash)."""
     source = _object(definition, "definition")
+    same = await registry.unchanged_latest(runtime(info), viewer(info).actor, source)
+    if same is not None:
+        return same
     result = await registry.update_workflow(runtime(info), viewer(info).actor, source)
     return await _deployed(info, _path_of(source), result)
 
@@ -173,3 +177,14 @@ async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActR
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), reason
     )
     return result
+
+
+async def rotate_key(info: Info, new_key: str) -> ActResult:
+    """`rotateKey(newKey)`: the viewer's key hands its grants to `newKey` and signs
+    nothing more (a `rotate_key` event of the system registry, attested for the viewer)."""
+    return await registry.rotate_key(runtime(info), viewer(info).actor, new_key)
+
+
+async def revoke_key(info: Info, key: str) -> ActResult:
+    """`revokeKey(key)` (system admins): events signed by `key` from now on are refused."""
+    return await registry.revoke_key(runtime(info), viewer(info).actor, key)

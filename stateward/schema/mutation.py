@@ -89,6 +89,16 @@ class Mutation:
     ) -> Registry:
         return Registry.from_facts(await writes.revoke_role(info, namespace, actor, roles))
 
+    @strawberry.mutation(description="Rotate the viewer's key: its grants move to `newKey` "
+                         "and it signs nothing more (a system registry event).")  # fmt: skip
+    async def rotate_key(self, info: Info, new_key: str) -> ActionResult:
+        return ActionResult.from_domain(await writes.rotate_key(info, new_key))
+
+    @strawberry.mutation(description="Revoke a key (system admins): events it signs from now "
+                         "on are refused; its history still verifies.")  # fmt: skip
+    async def revoke_key(self, info: Info, key: str) -> ActionResult:
+        return ActionResult.from_domain(await writes.revoke_key(info, key))
+
     @strawberry.mutation(description="Set (or with a null url remove) the namespace webhook.")
     async def set_webhook(
         self, info: Info, namespace: str, url: str | None = None, secret: str | None = None

@@ -15,11 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from stateward.domain.access import ADMIN_ROLE
 from stateward.domain.bootstrap import bootstrap_definition, bootstrap_path
+from stateward.domain.canonical import canonical_hash
 from stateward.domain.definition import validate_definition
 from stateward.domain.errors import InvalidDefinition
 from stateward.domain.model import Definition
-from stateward.domain.paths import SYSTEM_NAMESPACE, is_canonical_path, registry_id, split_path
+from stateward.domain.paths import (
+    SYSTEM_NAMESPACE,
+    is_canonical_path,
+    is_namespace,
+    registry_id,
+    split_path,
+)
 from stateward.governance.keys import KeyPair
 from stateward.runtime.core.act import ActResult, act
 from stateward.runtime.core.commands import attest, sign_as
@@ -59,7 +67,7 @@ async def governance(
 def _namespace_of(definition: Mapping[str, Any]) -> str:
     """The namespace a definition deploys into; INVALID_DEFINITION when `$path` is bad."""
     path = definition.get("$path") if isinstance(definition, Mapping) else None
-    if not is_canonical_path(path):
+    if not is_canonical_path(path) or not is_namespace(split_path(str(path))[0]):
         report = validate_definition(definition)
         raise InvalidDefinition(report.errors or ())
     return split_path(str(path))[0]
@@ -83,6 +91,22 @@ async def update_workflow(
     if target is not None:
         input["target"] = target
     return await governance(runtime, actor, _namespace_of(definition), "update_workflow", input)
+
+
+async def unchanged_latest(
+    runtime: Runtime, actor: str, definition: Mapping[str, Any]
+) -> DeployedWorkflow | None:
+    """The latest version of the definition's path when the definition hashes the same
+    and `actor` is an admin there (an `updateWorkflow` that changes nothing is a no-op
+    returning it); None otherwise (the update goes through the registry as usual)."""
+    path = definition.get("$path")
+    if not is_canonical_path(path):
+        return None
+    current = await get_workflow(runtime, str(path))
+    if current is None or current.hash != canonical_hash(definition):
+        return None
+    roles = await roles_of(runtime, actor, current.namespace)
+    return current if ADMIN_ROLE in roles else None
 
 
 async def remove_workflow(runtime: Runtime, actor: Signer, path: str) -> ActResult:

@@ -31,7 +31,7 @@ from stateward.domain.errors import (
     DomainError,
 )
 from stateward.domain.model import Actor, Outcome, ProcessSnapshot
-from stateward.domain.paths import is_namespace, registry_id
+from stateward.domain.paths import is_namespace, is_registry_id, registry_id
 from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
 from stateward.governance.verification import verify_envelope
@@ -279,6 +279,13 @@ async def apply_in(
     elif process is None:
         if envelope.action.name != START:
             raise DomainError(NOT_FOUND, f"process {envelope.process} does not exist")
+        if is_registry_id(envelope.process):
+            raise DomainError(
+                INVALID_INPUT,
+                f"instance id {envelope.process!r} ends in '-registry': that id space "
+                "belongs to namespace registries",
+                pointer="/process",
+            )
         definition = await runtime.definition(uow, workflow)
         namespace, kind = definition.namespace, INSTANCE
         version = (await uow.workflows.get(workflow)).latest_version  # type: ignore[union-attr]
