@@ -50,6 +50,7 @@ def verify_envelope(
     trusted_signers: Collection[str],
     revoked: RevokedCheck | None = None,
     window_s: float = WINDOW_S,
+    signature_ok: bool | None = None,
 ) -> None:
     """Raise `DomainError(BAD_SIGNATURE)` unless `signed` may be acted upon here and now.
 
@@ -58,6 +59,8 @@ def verify_envelope(
     Ed25519 signature over the canonical bytes is valid (strict RFC 8032); neither the
     signer nor a key actor is revoked at `ts`; `ts` is within ±`window_s` of `now`
     (boundary inclusive). `now=None` skips the clock check (re-verifying the stored log).
+    `signature_ok`: the result of `verify_signature` on exactly these bytes, when the
+    caller already has it (a log verified in parallel).
     `details["reason"]` is one of: wrong_net, untrusted_signer, forged, revoked, stale,
     future.
     """
@@ -75,7 +78,9 @@ def verify_envelope(
             f"signer {signed.signer} is neither the actor nor a trusted server key "
             f"(required for {who})",
         )
-    if not verify_signature(signed.signer, envelope.canonical(), signed.signature):
+    if signature_ok is None:
+        signature_ok = verify_signature(signed.signer, envelope.canonical(), signed.signature)
+    if not signature_ok:
         raise _reject("forged", "signature does not verify for the envelope's canonical bytes")
     if revoked is not None:
         for key in {signed.signer, envelope.actor} - {SYSTEM_ACTOR}:

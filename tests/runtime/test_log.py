@@ -126,3 +126,22 @@ async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(postg
     finally:
         await a.close()
         await b.close()
+
+
+async def test_offline_verify_checks_signatures_in_worker_processes(admin_rt, operator, tmp_path):
+    import json as _json
+
+    from stateward.runtime.insight.logfile import export_lines, parse_lines
+    from stateward.runtime.insight.logverify import verify_log
+
+    await Desk(admin_rt, operator).setup()
+    lines = [line async for line in export_lines(admin_rt)]
+    texts = [_json.dumps(x) for x in lines]
+    assert verify_log(parse_lines(texts), workers=2, parallel_from=0).valid
+    victim = next(n for n, x in enumerate(lines) if x.get("index") == 3)
+    sig = lines[victim]["signature"]
+    lines[victim] = {**lines[victim], "signature": ("A" if sig[0] != "A" else "B") + sig[1:]}
+    texts = [_json.dumps(x) for x in lines]
+    for workers in (1, 2):
+        report = verify_log(parse_lines(texts), workers=workers, parallel_from=0)
+        assert [p.code for p in report.problems if p.code == "BAD_SIGNATURE"] == ["BAD_SIGNATURE"]

@@ -15,7 +15,9 @@ Log-level findings use process `log` and the log index as `seq`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
 from stateward.governance.envelope import Envelope, SignedEnvelope
+from stateward.governance.keys import verify_signature
 from stateward.governance.verification import verify_envelope
 from stateward.runtime.core.kernel import evaluate, replay_name
 from stateward.runtime.insight.logfile import LogEvent, LogFile
@@ -133,16 +136,22 @@ class OfflineVerifier:
     definitions: dict[tuple[str, int], Definition] = field(default_factory=dict)
     latest: dict[str, int] = field(default_factory=dict)
     revoked_at: dict[str, int] = field(default_factory=dict)
+    signature_ok: bool | None = None
 
     def problem(self, process: str, seq: int, code: str, message: str) -> None:
         self.report.problems.append(VerificationProblem(process, seq, code, message))
 
-    def run(self, given: SignedCheckpoint | None) -> VerificationReport:
+    def run(
+        self, given: SignedCheckpoint | None, workers: int = 1, parallel_from: int = 0
+    ) -> VerificationReport:
         sizes = [c.size for c in self.log.checkpoints] + ([given.size] if given else [])
         tree = TreeWalk(self.report, sizes)
-        for event in self.log.events:
-            tree.add(event.index, _leaf(event))
-            self.event(event)
+        parallel = workers if len(self.log.events) >= parallel_from else 1
+        with _SignatureChecks(self.log.events, parallel) as checks:
+            for n, event in enumerate(self.log.events):
+                tree.add(event.index, _leaf(event))
+                self.signature_ok = checks.result(n)
+                self.event(event)
         self.report.events_checked = len(self.log.events)
         self.report.processes_checked = len(self.processes)
         trusted = self.log.trusted_signers
@@ -223,6 +232,7 @@ class OfflineVerifier:
             at = self.revoked_at.get(key)
             return at is not None and event.index > at
 
+        same_bytes = envelope.canonical() == event.envelope.encode("utf-8")
         try:
             verify_envelope(
                 SignedEnvelope(envelope, event.signer, event.signature),
@@ -230,6 +240,7 @@ class OfflineVerifier:
                 now=None,
                 trusted_signers=self.log.trusted_signers,
                 revoked=revoked,
+                signature_ok=self.signature_ok if same_bytes else None,
             )
         except DomainError as exc:
             self.problem(event.process, event.seq, BAD_SIGNATURE, exc.message)
@@ -287,9 +298,62 @@ def _leaf(event: LogEvent) -> bytes:
     return bytes.fromhex(event_leaf_hash(event.process, event.seq, event.signer, event.hash))
 
 
-def verify_log(log: LogFile, checkpoint: SignedCheckpoint | None = None) -> VerificationReport:
-    """Verify an exported log with no database (see the module docstring)."""
-    return OfflineVerifier(log).run(checkpoint)
+def verify_log(
+    log: LogFile,
+    checkpoint: SignedCheckpoint | None = None,
+    *,
+    workers: int | None = None,
+    parallel_from: int = 2000,
+) -> VerificationReport:
+    """Verify an exported log with no database (see the module docstring). Signatures of
+    logs of `parallel_from` events or more are checked by `workers` processes (default:
+    the CPUs, at most 4) while this one replays."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 4)
+    return OfflineVerifier(log).run(checkpoint, workers, parallel_from)
+
+
+CHUNK = 1000
+
+
+def _check_chunk(items: list[tuple[str, bytes, str]]) -> list[bool]:
+    """Worker: `verify_signature` of each (signer, message, signature)."""
+    return [verify_signature(signer, message, sig) for signer, message, sig in items]
+
+
+class _SignatureChecks:
+    """Ed25519 checks of a whole log, done ahead in worker processes (chunk by chunk,
+    in order) while the caller replays; `result(n)` is None when not done ahead."""
+
+    def __init__(self, events: list[LogEvent], workers: int) -> None:
+        self.futures: list[Future[list[bool]]] = []
+        self.done: dict[int, list[bool]] = {}
+        self.pool: ProcessPoolExecutor | None = None
+        if workers < 2 or not events:
+            return
+        try:
+            self.pool = ProcessPoolExecutor(max_workers=workers)
+        except (OSError, NotImplementedError):  # no processes here: check inline
+            return
+        for start in range(0, len(events), CHUNK):
+            chunk = [(e.signer, e.envelope.encode("utf-8"), e.signature)
+                     for e in events[start : start + CHUNK]]  # fmt: skip
+            self.futures.append(self.pool.submit(_check_chunk, chunk))
+
+    def result(self, n: int) -> bool | None:
+        if not self.futures:
+            return None
+        chunk = n // CHUNK
+        if chunk not in self.done:
+            self.done = {chunk: self.futures[chunk].result()}
+        return self.done[chunk][n % CHUNK]
+
+    def __enter__(self) -> _SignatureChecks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 async def verify_database(
