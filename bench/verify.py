@@ -3,8 +3,8 @@
 - events_per_s: `verify --log` (parse the file, every envelope, chain, signature, engine
   replay, Merkle root against the checkpoint; signatures checked ahead by worker
   processes, one per CPU up to 4, while the main process replays) over a log of 20k
-  events (2k with `--quick`): self-effect `tick`s on 24 instances plus the registry events before them,
-  written through `runtime.act` on SQLite, exported with `log export`;
+  events (2k with `--quick`): self-effect `tick`s on 24 instances plus the registry
+  events before them, written through `runtime.act` on SQLite, exported with `log export`;
 - bare_verify_per_s: a bare PyNaCl loop (`VerifyKey(signer).verify(envelope, signature)`)
   over the same signatures; ratio = events_per_s / bare_verify_per_s (goal >= 0.7);
 - append_overhead: events/s of the store bench's write path (client-signed ticks through
