@@ -180,6 +180,20 @@ def db_url(db_kind: str) -> Iterator[str]:
     drop_database(url)
 
 
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def module_db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh migrated database of each kind shared by one test module (for fixtures
+    that are expensive to build, such as the authorization matrix's world)."""
+    kind = str(request.param)
+    if kind == "postgres" and postgres_admin_url() is None:
+        pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL tests skipped")
+    url = make_database_url(kind)
+    yield url
+    drop_database(url)
+
+
 @pytest.fixture
 def sqlite_db_url() -> Iterator[str]:
     """A fresh migrated SQLite database (WAL, temp file), removed after the test."""

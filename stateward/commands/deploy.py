@@ -29,7 +29,7 @@ from stateward.domain.canonical import canonical_hash, loads_strict, sha256_hex
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import KeyPair, read_key_file
 from stateward.observe.progress import Bar, progress
-from stateward.runtime.access import registry
+from stateward.runtime.access import references, registry
 from stateward.runtime.core.services import Runtime
 
 
@@ -89,6 +89,9 @@ async def _deploy_one(runtime: Runtime, key: KeyPair, item: _Pending) -> None:
         print(f"deploy: {path} unchanged (v{current.version})", file=sys.stderr)
         return
     deploy = registry.update_workflow if current is not None else registry.deploy_workflow
+    granted = await references.grant_references(runtime, key, item.definition)
+    if granted:
+        print(f"deploy: {path}: {granted} cross-namespace grant(s) signed", file=sys.stderr)
     await deploy(runtime, key, item.definition, item.target)
     version = (current.version + 1) if current is not None else 1
     print(f"deploy: {path} v{version}", file=sys.stderr)

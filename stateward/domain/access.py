@@ -6,16 +6,46 @@ action is not yours, try the next one" (skipped):
 - `holds_role`: the action's role list against the actor.
 The `system` actor is the engine itself: it passes every rule (timers fire role-restricted
 actions, hooks drive `system` states).
+
+`may_read` is the read rule every write also needs (issue 10: "writes need reads"): an
+actor reads an object of namespace N when it holds any role there (its `roles` are the
+roles it holds in N: grants of `system` and of every prefix of N); a visitor reads only
+the instance of its entry token; the system reads everything.
 """
 
 from __future__ import annotations
 
 from stateward.domain.errors import FORBIDDEN, DomainError
-from stateward.domain.model import SYSTEM_ACTOR, ActionDef, Actor, StateDef
+from stateward.domain.model import SYSTEM_ACTOR, VISITOR_PREFIX, ActionDef, Actor, StateDef
 
 ANY_ROLE = "*"
 PUBLIC_ROLE = "public"
 ADMIN_ROLE = "admin"
+#: How many hex digits of an entry token's sha256 name its visitor (`visitor:<16 hex>`).
+VISITOR_DIGITS = 16
+
+
+def visitor_of(entry_token_hash: str) -> str:
+    """The visitor actor of an entry token, from the token's stored sha256 hex."""
+    return f"{VISITOR_PREFIX}{entry_token_hash[:VISITOR_DIGITS]}"
+
+
+def may_read(
+    actor: Actor, *, entry_token_hash: str | None = None, started_by: str | None = None
+) -> bool:
+    """The read rule: may `actor` (with its roles in the object's namespace) read it?
+
+    The system always; a visitor only the instance its entry token opens (or that it has
+    just started, before its token is recorded); any other actor when it holds a role in
+    the namespace or above. Acting on an instance needs this too (writes need reads).
+    """
+    if actor.id == SYSTEM_ACTOR:
+        return True
+    if actor.is_visitor:
+        if entry_token_hash is not None and actor.id == visitor_of(entry_token_hash):
+            return True
+        return started_by is not None and actor.id == started_by
+    return bool(actor.roles)
 
 
 def check_state_access(state: StateDef, actor: Actor, claimed_by: str | None) -> None:

@@ -33,6 +33,10 @@ _LABELS = {
     "grant_role": "Grant role",
     "revoke_role": "Revoke role",
     "set_webhook": "Set webhook",
+    "allow_spawn": "Allow another namespace to spawn here",
+    "disallow_spawn": "Withdraw a spawn allowance",
+    "share_module": "Share a module with another namespace",
+    "unshare_module": "Withdraw a module share",
     "rotate_key": "Rotate key",
     "revoke_key": "Revoke key",
 }

@@ -18,13 +18,22 @@ from stateward.domain import events as ev
 from stateward.domain.canonical import canonical_hash, sha256_hex
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError, Problem
 from stateward.domain.model import Actor, DomainEvent
-from stateward.domain.paths import SEGMENT, is_canonical_path, split_path
+from stateward.domain.paths import SEGMENT, is_canonical_path, is_namespace, split_path
 
 WORKFLOW_ACTIONS = ("add_workflow", "update_workflow", "remove_workflow")
 MODULE_ACTIONS = ("add_module", "update_module")
 ROLE_ACTIONS = ("grant_role", "revoke_role")
 KEY_ACTIONS = ("rotate_key", "revoke_key")
-GOVERNANCE_ACTIONS = (*WORKFLOW_ACTIONS, *MODULE_ACTIONS, *ROLE_ACTIONS, "set_webhook")
+#: Cross-namespace references are granted by the TARGET namespace, never assumed (issue
+#: 10): `allow_spawn {namespace}` lets workflows of that (consuming) namespace, and of the
+#: namespaces below it, spawn instances of this namespace's workflows (and those below);
+#: `share_module {name, namespace}` lets them use module `name` as a hook.
+SPAWN_ACTIONS = ("allow_spawn", "disallow_spawn")
+SHARE_ACTIONS = ("share_module", "unshare_module")
+REFERENCE_ACTIONS = (*SPAWN_ACTIONS, *SHARE_ACTIONS)
+GOVERNANCE_ACTIONS = (
+    *WORKFLOW_ACTIONS, *MODULE_ACTIONS, *ROLE_ACTIONS, "set_webhook", *REFERENCE_ACTIONS,
+)  # fmt: skip
 ROLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 TARGET_MISMATCH = "TARGET_MISMATCH"
 
@@ -93,6 +102,16 @@ def validate_governance_input(
         if url is not None and not (isinstance(url, str) and re.match(r"https?://", url)):
             bad("/url", "`url` must be an http(s) URL, or null to remove the webhook")
         text("secret", optional=True)
+    elif action in REFERENCE_ACTIONS:
+        consumer = text("namespace")
+        if consumer is not None and not is_namespace(consumer):
+            bad("/namespace", "`namespace` must be a namespace (the consuming one)")
+        elif consumer is not None and consumer == namespace:
+            bad("/namespace", "a namespace needs no grant to use its own workflows and modules")
+        if action in SHARE_ACTIONS:
+            name = text("name")
+            if name is not None and not SEGMENT.fullmatch(name):
+                bad("/name", "module names are lower-case segments `[a-z0-9][a-z0-9_-]*`")
     elif action == "rotate_key":
         text("new_key")
     elif action == "revoke_key":
@@ -159,6 +178,8 @@ def reduce(
         held = held | roles if action == "grant_role" else held - roles
         _set_member(members, member, held)
         data["members"] = members
+    elif action in REFERENCE_ACTIONS:
+        _reduce_references(action, data, input)
     elif action == "set_webhook":
         if input.get("url") is None:
             data.pop("webhook", None)
@@ -168,6 +189,51 @@ def reduce(
     elif action in KEY_ACTIONS:
         _reduce_keys(action, data, input, actor)
     return data
+
+
+def _reduce_references(action: str, data: dict[str, Any], input: Mapping[str, Any]) -> None:
+    """Record a spawn allowance (`spawn_allowed: [namespace]`) or a module share
+    (`shared_modules: {name: [namespace]}`). Sharing a module the registry does not hold
+    is NOT_FOUND; withdrawing what was never granted changes nothing."""
+    consumer = input["namespace"]
+    if action in SPAWN_ACTIONS:
+        allowed = set(data.get("spawn_allowed") or ())
+        allowed = allowed | {consumer} if action == "allow_spawn" else allowed - {consumer}
+        data["spawn_allowed"] = sorted(allowed)
+        return
+    name = input["name"]
+    if action == "share_module" and name not in (data.get("modules") or {}):
+        raise DomainError(NOT_FOUND, f"module {name} does not exist")
+    shared = {k: list(v) for k, v in (data.get("shared_modules") or {}).items()}
+    held = set(shared.get(name) or ())
+    held = held | {consumer} if action == "share_module" else held - {consumer}
+    if held:
+        shared[name] = sorted(held)
+    else:
+        shared.pop(name, None)
+    data["shared_modules"] = shared
+
+
+def grants_reference(
+    registries: list[Mapping[str, Any]], consumer: str, module: str | None = None
+) -> bool:
+    """Do the registry datas of a target namespace and its prefixes let `consumer` spawn
+    into it (`module` None) or use its module `module`? A grant to namespace C covers C
+    and every namespace below it (like role grants)."""
+    for data in registries:
+        if module is None:
+            granted = data.get("spawn_allowed") or ()
+        else:
+            granted = (data.get("shared_modules") or {}).get(module) or ()
+        if any(consumer == c or consumer.startswith(c + "/") for c in granted):
+            return True
+    return False
+
+
+def owns(consumer: str, target: str) -> bool:
+    """True when `target` is `consumer` or below it: its admins govern both, no grant
+    is needed."""
+    return target == consumer or target.startswith(consumer + "/")
 
 
 def _set_member(members: dict[str, Any], member: str, roles: set[str]) -> None:

@@ -102,7 +102,9 @@ def namespace_scope(column: Any, namespaces: Sequence[str]) -> Any:
         return text("1 = 1")
     if not namespaces:
         return false()
-    return or_(*(or_(column == n, column.like(f"{n}/%")) for n in namespaces))
+    # An escaped prefix match: `_` and `%` are legal in namespace names and must not act
+    # as LIKE wildcards (a grant at `acme_corp` must not reach `acme-corp/...`).
+    return or_(*(or_(column == n, column.startswith(f"{n}/", autoescape=True)) for n in namespaces))
 
 
 class KernelRepository(Repository):
@@ -278,9 +280,11 @@ class KernelRepository(Repository):
         """The notifications of `actor` and of its teams, newest first.
 
         `teams` are (namespace, role) grants: a `team:<role>` notification is the actor's
-        when it concerns that namespace or one below it (`system` grants cover all).
+        when it concerns that namespace or one below it (`system` grants cover all); the
+        actor's own ones only where it holds some role (the read rule).
         """
-        mine = [N.c.recipient == actor]
+        readable = sorted({namespace for namespace, _ in teams})
+        mine = [and_(N.c.recipient == actor, namespace_scope(N.c.namespace, readable))]
         for namespace, role in teams:
             mine.append(
                 and_(

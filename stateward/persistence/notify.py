@@ -53,6 +53,11 @@ class NotificationRepository(Repository):
         )
         return to_record(NotificationRecord, (await self.session.execute(stmt)).one())
 
+    async def get(self, ident: int) -> NotificationRecord | None:
+        """The notification `ident`, or None."""
+        row = (await self.session.execute(select(N).where(N.c.id == ident))).one_or_none()
+        return None if row is None else to_record(NotificationRecord, row)
+
     async def for_recipients(
         self,
         recipients: Sequence[str],

@@ -6,8 +6,9 @@ from typing import Any
 
 from strawberry.types import Info
 
-from stateward.domain.errors import NOT_FOUND, UNAUTHENTICATED, DomainError
+from stateward.domain.errors import UNAUTHENTICATED
 from stateward.runtime.access.auth import Viewer
+from stateward.runtime.core import policy
 from stateward.runtime.core.services import Runtime
 from stateward.schema.errors import ApiError
 
@@ -35,16 +36,10 @@ def viewer(info: Info) -> Viewer:
     return found  # type: ignore[no-any-return]
 
 
-def require_read(info: Info, namespace: str | None, what: str = "it") -> Viewer:
-    """The viewer, if it holds a role in `namespace`; otherwise NOT_FOUND.
-
-    Reads outside the viewer's namespaces look exactly like missing objects, so ids of
-    other tenants' instances cannot be probed.
-    """
-    found = viewer(info)
-    if not found.can_read(namespace):
-        raise DomainError(NOT_FOUND, f"{what} does not exist or is not visible to you")
-    return found
+def require_read(info: Info, namespace: str | None, kind: str = "object") -> Viewer:
+    """The viewer, if the read rule (`runtime.policy`) lets it read `namespace`;
+    otherwise NOT_FOUND for `kind`, exactly as for an object that does not exist."""
+    return policy.require_namespace(viewer(info), namespace, kind)
 
 
 def client_ip(info: Info) -> str | None:

@@ -16,13 +16,13 @@ from stateward.records import INSTANCE, AssignmentRecord, ProcessRecord, StoredE
 from stateward.resolvers.context import viewer_or_none
 from stateward.resolvers.loaders import VersionedDefinition, loaders
 from stateward.resolvers.paging import Page, page_of_list
+from stateward.runtime.core import policy
 
 MAX_LAST_EVENTS = 20
 
 
 def _visible(info: Info, record: ProcessRecord | None) -> bool:
-    viewer = viewer_or_none(info)
-    return record is not None and viewer is not None and viewer.can_read(record.namespace)
+    return policy.visible_process(viewer_or_none(info), record)
 
 
 async def instance_by_id(info: Info, process_id: str) -> ProcessRecord | None:

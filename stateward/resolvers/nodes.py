@@ -15,11 +15,11 @@ from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import ActionDef, StateDef
 from stateward.records import AssignmentRecord, NotificationRecord, StoredEvent
 from stateward.resolvers import reads
-from stateward.resolvers.context import require_read, runtime, viewer
+from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import from_global_id
 from stateward.resolvers.loaders import loaders
 from stateward.runtime.access.registry import DeployedWorkflow
-from stateward.runtime.core import queries
+from stateward.runtime.core import policy, queries
 
 
 def _split_version(local: str) -> tuple[str, int]:
@@ -62,32 +62,28 @@ async def _event(info: Info, local: str) -> StoredEvent:
     if not pid or not seq.isdigit():
         raise DomainError(INVALID_INPUT, "malformed event node id", pointer="/id")
     process = await loaders(info).process.load(pid)
-    found = None
-    if process is not None:
-        require_read(info, process.namespace, f"event {local}")
-        found = await queries.event_at(runtime(info), pid, int(seq))
+    policy.readable_process(viewer(info), process, kind=None)
+    found = await queries.event_at(runtime(info), pid, int(seq))
     if found is None:
-        raise DomainError(NOT_FOUND, f"event {local} does not exist or is not visible to you")
+        raise policy.not_found("event")
     return found
 
 
 async def _assignment(info: Info, local: str) -> AssignmentRecord:
     found = await queries.get_assignment_record(runtime(info), local)
     process = None if found is None else await loaders(info).process.load(found.process_id)
-    if found is None or process is None:
-        raise DomainError(NOT_FOUND, f"assignment {local} does not exist or is not visible")
-    require_read(info, process.namespace, f"assignment {local}")
+    if found is None or not policy.visible_process(viewer(info), process):
+        raise policy.not_found("assignment")
     return found
 
 
 async def _notification(info: Info, local: str) -> NotificationRecord:
-    me = viewer(info)
-    recipients = [me.actor, *(f"team:{g.role}" for g in me.grants)]
     found = None
     if local.isdigit():
-        found = await queries.notification_by_id(runtime(info), recipients, int(local))
-    if found is None:
-        raise DomainError(NOT_FOUND, f"notification {local} does not exist or is not yours")
+        found = await queries.notification_by_id(runtime(info), int(local))
+    if not policy.can_read_notification(viewer(info), found):
+        raise policy.not_found("notification")
+    assert found is not None
     return found
 
 

@@ -8,13 +8,14 @@ missing object (NOT_FOUND), so other tenants' ids cannot be probed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
 
 from stateward.domain.definition import ValidationReport, validate_definition
-from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
 from stateward.records import ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
@@ -23,7 +24,7 @@ from stateward.resolvers.loaders import VersionedDefinition, loaders
 from stateward.resolvers.paging import Page, decode_cursor, page_of, page_of_list, page_size
 from stateward.runtime.access import registry
 from stateward.runtime.access.registry import DeployedWorkflow
-from stateward.runtime.core import queries
+from stateward.runtime.core import policy, queries, references
 from stateward.runtime.core.queries import InstanceQuery, RegistryFacts
 from stateward.runtime.insight import analytics
 from stateward.runtime.insight.verify import VerificationReport
@@ -47,7 +48,7 @@ async def actor_roles(info: Info, actor: str, namespace: str) -> list[str]:
     me = viewer(info)
     if actor == me.actor:
         return sorted(me.roles_in(namespace))
-    require_read(info, namespace, f"namespace {namespace}")
+    require_read(info, namespace, "namespace")
     return sorted(await registry.roles_of(runtime(info), actor, namespace))
 
 
@@ -67,17 +68,16 @@ async def registry_of(info: Info, namespace: str) -> RegistryFacts:
     """`Query.registry(namespace)`."""
     if not is_namespace(namespace):
         raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
-    require_read(info, namespace, f"registry {namespace}")
+    require_read(info, namespace, "registry")
     return await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
 
 
 async def workflow(info: Info, path: str, version: int | None) -> DeployedWorkflow:
     """`Query.workflow(path, version)`: the latest version unless one is named."""
-    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    require_read(info, _namespace_of_path(path), "workflow")
     found = await registry.get_workflow(runtime(info), path, version)
     if found is None:
-        raise DomainError(NOT_FOUND, f"workflow {path} (version {version or 'latest'}) "
-                          "does not exist")  # fmt: skip
+        raise policy.not_found("workflow")
     return found
 
 
@@ -87,7 +87,7 @@ async def workflows(
     """`Query.workflows(namespace)`: latest versions, by path, in readable namespaces."""
     me = viewer(info)
     if namespace is not None:
-        require_read(info, namespace, f"namespace {namespace}")
+        require_read(info, namespace, "namespace")
     found = await registry.list_workflows(runtime(info), namespace)
     visible = [w for w in found if me.can_read(w.namespace)]
     return page_of_list(visible, first, after, key=lambda w: (w.path,))
@@ -97,7 +97,7 @@ async def workflow_versions(
     info: Info, path: str, first: int | None, after: str | None
 ) -> Page[VersionedDefinition]:
     """`Workflow.versions`: every stored version of the path, oldest first."""
-    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    require_read(info, _namespace_of_path(path), "workflow")
     rt = runtime(info)
     rows = await queries.workflow_versions(rt, path)
     page = page_of_list(rows, first, after, key=lambda r: (r.version,))
@@ -108,7 +108,7 @@ async def workflow_versions(
 
 async def workflow_analytics(info: Info, path: str, version: int | None) -> Any:
     """`Workflow.analytics`: counts, cycle times, dwell and SLA compliance per state."""
-    require_read(info, _namespace_of_path(path), f"workflow {path}")
+    require_read(info, _namespace_of_path(path), "workflow")
     return (await analytics.analytics(runtime(info), path, version)).as_dict()
 
 
@@ -116,10 +116,7 @@ async def instance(info: Info, ident: str) -> ProcessRecord:
     """`Query.instance(id)`: by UUID or node id; NOT_FOUND when not visible."""
     pid = local_id(ident, "Instance")
     found = await loaders(info).process.load(pid)
-    if found is None or found.kind != "instance":
-        raise DomainError(NOT_FOUND, f"instance {pid} does not exist or is not visible to you")
-    require_read(info, found.namespace, f"instance {pid}")
-    return found
+    return policy.readable_process(viewer(info), found)
 
 
 def _keyset(after: str | None) -> Any:
@@ -141,7 +138,7 @@ async def instances(
     me = viewer(info)
     scope = namespace or (_namespace_of_path(workflow) if workflow else None)
     if scope is not None:
-        require_read(info, scope, f"namespace {scope}")
+        require_read(info, scope, "namespace")
         allowed: list[str] | None = None
     else:
         rt_namespaces = await queries.instance_namespaces(runtime(info))
@@ -165,9 +162,7 @@ async def process_events(
     """`Query.events(process)` / `Instance.events`: a process's log in seq order."""
     pid = local_id(process, "Instance")
     found = await loaders(info).process.load(pid)
-    if found is None:
-        raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
-    require_read(info, found.namespace, f"process {pid}")
+    policy.readable_process(viewer(info), found, kind=None)
     limit = page_size(first)
     after_seq = 0
     if after is not None:
@@ -185,9 +180,7 @@ async def verify_process(info: Info, ident: str) -> VerificationReport:
 
     pid = local_id(ident, "Instance")
     found = await loaders(info).process.load(pid)
-    if found is None:
-        raise DomainError(NOT_FOUND, f"process {pid} does not exist or is not visible to you")
-    require_read(info, found.namespace, f"process {pid}")
+    policy.readable_process(viewer(info), found, kind=None)
     return await verify(runtime(info), pid)
 
 
@@ -198,6 +191,14 @@ async def validate(info: Info, definition: Any) -> ValidationReport:
     callers get the shape checks only (no deployment facts are revealed).
     """
     deployed = None
-    if viewer_or_none(info) is not None:
-        deployed = {w.path for w in await registry.list_workflows(runtime(info))}
+    me = viewer_or_none(info)
+    if me is not None:
+        # Only what the viewer may read: a foreign path is UNRESOLVED_SPAWN whether it
+        # exists or not, so validation never tells whether it does.
+        found = [w.path for w in await registry.list_workflows(runtime(info))]
+        deployed = {p for p in found if policy.can_read(me, split_path(p)[0])}
+        own = definition.get("$path") if isinstance(definition, Mapping) else None
+        if is_canonical_path(own) and policy.can_read(me, split_path(str(own))[0]):
+            # ... and what other namespaces allow the definition's own to spawn.
+            deployed |= await references.spawnable(runtime(info), split_path(str(own))[0], found)
     return validate_definition(definition, deployed=deployed)

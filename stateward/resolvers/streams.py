@@ -20,16 +20,19 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain import events as ev
-from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.access import ADMIN_ROLE
+from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, DomainError
 from stateward.records import OutboxFilter, ProcessRecord
 from stateward.resolvers.context import require_read, runtime, services, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import Loaders
+from stateward.runtime.access import auth
 from stateward.runtime.access.auth import Viewer
-from stateward.runtime.core import queries
+from stateward.runtime.core import policy, queries
 
 REPLAY_PAGE = 50
 QUEUE_SIZE = 1000
+REGISTRY_PREFIX = "registry."
 QUEUE_TYPES = (
     ev.WORKFLOW_ASSIGNED, ev.WORKFLOW_CLAIMED, ev.WORKFLOW_UNCLAIMED,
     ev.ASSIGNMENT_COMPLETED, ev.ASSIGNMENT_CANCELLED, ev.SLA_WARNING, ev.SLA_BREACHED,
@@ -75,16 +78,44 @@ def make_filter(
     return StreamFilter(tuple(types or ()), namespace, workflow, pid, team)
 
 
-def _visible(me: Viewer) -> Callable[[Payload], bool]:
-    return lambda p: me.is_admin or me.can_read(p.get("namespace"))
+class LiveViewer:
+    """The subscriber's viewer, re-read after registry events (issue 10: revocation is
+    prompt). Every delivery is checked against the current grants; they are cached and
+    read again only once a `registry.*` event (grant, revoke, key change) has passed."""
+
+    def __init__(self, info: Info, viewer: Viewer) -> None:
+        self.runtime = runtime(info)
+        self.viewer: Viewer | None = viewer
+        self.stale = False
+
+    def saw(self, payload: Payload) -> None:
+        """Note a bus event; registry events invalidate the cached grants."""
+        if str(payload.get("type", "")).startswith(REGISTRY_PREFIX):
+            self.stale = True
+
+    async def current(self) -> Viewer | None:
+        """The viewer as of now (None once its key is revoked)."""
+        if self.stale and self.viewer is not None:
+            self.stale = False
+            self.viewer = await auth.refresh_viewer(self.runtime, self.viewer)
+        return self.viewer
 
 
-async def stream(info: Info, where: StreamFilter, after: int | None) -> AsyncGenerator[Payload]:
-    """Payloads matching `where` that the viewer may read: backlog after `after`, then live."""
-    me = viewer(info)
-    visible = _visible(me)
+async def stream(
+    info: Info,
+    where: StreamFilter,
+    after: int | None,
+    allowed: Callable[[Viewer | None, Payload], bool] = policy.can_read_payload,
+) -> AsyncGenerator[Payload]:
+    """Payloads matching `where` that the viewer may read (`allowed`, checked per delivery
+    with grants kept current): backlog after `after`, then live."""
+    live = LiveViewer(info, viewer(info))
     bus = services(info).bus
-    sub = bus.subscribe(lambda p: where.matches(p) and visible(p), QUEUE_SIZE)
+    registry_event = REGISTRY_PREFIX
+    sub = bus.subscribe(
+        lambda p: where.matches(p) or str(p.get("type", "")).startswith(registry_event),
+        QUEUE_SIZE,
+    )
     try:
         last = -1
         if after is not None:
@@ -99,15 +130,17 @@ async def stream(info: Info, where: StreamFilter, after: int | None) -> AsyncGen
                     last = row.id
                     message = row.message()
                     del row
-                    if visible(message):
+                    if allowed(await live.current(), message):
                         yield message
                     del message
                 if not full:
                     break
         async for payload in sub:
-            if int(payload.get("id", 0)) <= last:
+            live.saw(payload)
+            if int(payload.get("id", 0)) <= last or not where.matches(payload):
                 continue
-            yield payload
+            if allowed(await live.current(), payload):
+                yield payload
     finally:
         sub.close()
 
@@ -121,20 +154,25 @@ async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGen
                               pointer="/after")  # fmt: skip
         cursor = int(after)
     if where.namespace is not None:
-        require_read(info, where.namespace, f"namespace {where.namespace}")
+        require_read(info, where.namespace, "namespace")
     async for payload in stream(info, where, cursor):
         yield payload
 
 
 async def instance_updated(info: Info, ident: str) -> AsyncGenerator[ProcessRecord]:
-    """`Subscription.instanceUpdated(id)`: the instance as it is after each of its events."""
+    """`Subscription.instanceUpdated(id)`: the instance as it is after each of its events;
+    ends with NOT_FOUND once the viewer may no longer read it."""
     pid = local_id(ident, "Instance")
     rt = runtime(info)
-    record = await queries.get_process(rt, pid)
-    if record is None:
-        raise DomainError(NOT_FOUND, f"instance {pid} does not exist or is not visible to you")
-    require_read(info, record.namespace, f"instance {pid}")
-    async for _payload in stream(info, StreamFilter(instance=pid), None):
+    record = policy.readable_process(viewer(info), await queries.get_process(rt, pid))
+    namespace = record.namespace
+
+    def readable(me: Viewer | None, payload: Payload) -> bool:
+        if not policy.can_read(me, namespace):
+            raise policy.not_found("instance")
+        return True
+
+    async for _payload in stream(info, StreamFilter(instance=pid), None, readable):
         fresh = await queries.get_process(rt, pid)
         if fresh is None:
             continue
@@ -143,9 +181,17 @@ async def instance_updated(info: Info, ident: str) -> AsyncGenerator[ProcessReco
 
 
 async def assignment_queue(info: Info, team: str) -> AsyncGenerator[Payload]:
-    """`Subscription.assignmentQueue(team)`: assignment and SLA events of one team."""
+    """`Subscription.assignmentQueue(team)`: assignment and SLA events of one team, in
+    the namespaces where the viewer holds that team's role or `admin` (the rule of
+    `assignments(team)`), checked per delivery."""
     me = viewer(info)
-    if not me.is_admin and team.lower() not in {g.role.lower() for g in me.grants}:
-        raise DomainError(FORBIDDEN, f"only members of team {team!r} may watch its queue")
-    async for payload in stream(info, StreamFilter(types=QUEUE_TYPES, team=team), None):
+    wanted = {team.lower(), ADMIN_ROLE}
+    if not any(g.role.lower() in wanted for g in me.grants):
+        raise DomainError(FORBIDDEN, "only members of the team (or admins) may watch its queue")
+
+    def allowed(current: Viewer | None, payload: Payload) -> bool:
+        return policy.watches_team(current, team, payload.get("namespace"))
+
+    where = StreamFilter(types=QUEUE_TYPES, team=team)
+    async for payload in stream(info, where, None, allowed):
         yield payload

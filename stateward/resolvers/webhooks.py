@@ -38,7 +38,7 @@ async def webhook_deliveries(
     if status is not None and status not in STATUSES:
         raise DomainError(INVALID_INPUT, f"status must be one of {', '.join(STATUSES)}",
                           pointer="/status")  # fmt: skip
-    me = require_read(info, namespace, f"namespace {namespace}")
+    me = require_read(info, namespace, "namespace")
     if ADMIN not in me.roles_in(namespace):
         raise DomainError(FORBIDDEN, f"only an admin of {namespace} sees its webhook deliveries")
     limit, before = page_size(first), _before(after)

@@ -15,14 +15,15 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain import events as ev
-from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.paths import registry_id
+from stateward.governance.keys import is_public_key
 from stateward.records import ProcessRecord
-from stateward.resolvers.context import runtime, viewer
+from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.ids import local_id
-from stateward.runtime.access import auth, registry
+from stateward.runtime.access import auth, references, registry
 from stateward.runtime.access.registry import DeployedWorkflow
-from stateward.runtime.core import commands, queries
+from stateward.runtime.core import commands, policy, queries
 from stateward.runtime.core.act import ActResult, act, parse_signed
 from stateward.runtime.core.queries import RegistryFacts
 
@@ -60,9 +61,31 @@ async def create_api_token(
 
 
 async def submit_event(info: Info, event: Any, signature: str, signer: str) -> ActResult:
-    """`submitEvent(event, signature, signer)`: a client-signed envelope, as is."""
+    """`submitEvent(event, signature, signer)`: a client-signed envelope, as is.
+
+    The answer embeds the instance, so it passes the read rule for every principal of
+    the call: the envelope's actor when it signed the envelope itself (its signature is
+    the credential) and the bearer viewer when there is one; a call with neither (a
+    server-attested envelope re-sent anonymously) reads nothing. Otherwise NOT_FOUND, as
+    for `instance(id)`.
+    """
     signed = parse_signed({"event": event, "signature": signature, "signer": signer})
-    return await act(runtime(info), signed, attested=False)
+    rt = runtime(info)
+    result = await act(rt, signed, attested=False)
+    readers: list[auth.Viewer | None] = []
+    if signed.signer == signed.envelope.actor and is_public_key(signed.envelope.actor):
+        readers.append(await auth.refresh_viewer(rt, auth.Viewer(signed.envelope.actor)))
+    if viewer_or_none(info) is not None:
+        readers.append(viewer_or_none(info))
+    if not readers or not all(policy.visible_process(r, result.record) for r in readers):
+        raise policy.not_found("instance")
+    return result
+
+
+def _readable(info: Info, result: ActResult) -> ActResult:
+    """`result` when the viewer may read the process it embeds; else NOT_FOUND."""
+    policy.readable_process(viewer(info), result.record, kind=None)
+    return result
 
 
 def deployed_version(result: ActResult) -> int | None:
@@ -109,6 +132,7 @@ async def remove_workflow(info: Info, path: str) -> bool:
 
 
 async def _registry(info: Info, namespace: str) -> RegistryFacts:
+    require_read(info, namespace, "registry")
     return await queries.registry_facts(runtime(info), namespace, registry_id(namespace))
 
 
@@ -145,13 +169,41 @@ async def set_webhook(
     return await _registry(info, namespace)
 
 
+async def grant_reference(
+    info: Info, namespace: str, to: str, module: str | None, grant: bool
+) -> RegistryFacts:
+    """`allowSpawn` / `disallowSpawn` (module None) or `shareModule` / `unshareModule`."""
+    actor = viewer(info).actor
+    if module is None:
+        await references.allow_spawn(runtime(info), actor, namespace, to, grant)
+    else:
+        await references.share_module(runtime(info), actor, namespace, module, to, grant)
+    return await _registry(info, namespace)
+
+
 async def start_instance(info: Info, workflow: str, data: Any, ident: str | None) -> ProcessRecord:
     """`startInstance(workflow, data, id)`."""
     pid = local_id(ident, "Instance") if ident else None
+    me = viewer(info)
+    await _check_start(info, me, workflow)
     result = await commands.start_instance(
-        runtime(info), viewer(info).actor, workflow, _object(data, "data"), pid
+        runtime(info), me.actor, workflow, _object(data, "data"), pid
     )
-    return result.record
+    return _readable(info, result).record
+
+
+async def _check_start(info: Info, me: auth.Viewer, workflow: str) -> None:
+    """A caller with no role in the workflow's namespace cannot read what it would start:
+    NOT_FOUND (as for a missing workflow), or FORBIDDEN pointing to `startPublic` when
+    the initial state is public (the visitor view is what such a caller may read)."""
+    namespace = workflow.rpartition("/")[0]
+    if policy.can_read(me, namespace):
+        return
+    found = await registry.get_workflow(runtime(info), workflow) if namespace else None
+    definition = found.definition if found is not None and not found.removed else None
+    if definition is None or definition.states[definition.initial].audience != "public":
+        raise DomainError(NOT_FOUND, f"workflow {workflow} is not deployed")
+    raise DomainError(FORBIDDEN, "you hold no role in this namespace: start it with startPublic")
 
 
 async def perform_action(info: Info, instance: str, action: str, input: Any) -> ActResult:
@@ -160,7 +212,7 @@ async def perform_action(info: Info, instance: str, action: str, input: Any) -> 
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), action,
         _object(input, "input"),
     )  # fmt: skip
-    return result
+    return _readable(info, result)
 
 
 async def advance(info: Info, instance: str, input: Any) -> ActResult:
@@ -168,7 +220,7 @@ async def advance(info: Info, instance: str, input: Any) -> ActResult:
     result = await commands.advance_instance(
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), _object(input, "input")
     )
-    return result
+    return _readable(info, result)
 
 
 async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActResult:
@@ -176,7 +228,7 @@ async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActR
     result = await commands.cancel_instance(
         runtime(info), viewer(info).actor, local_id(instance, "Instance"), reason
     )
-    return result
+    return _readable(info, result)
 
 
 async def rotate_key(info: Info, new_key: str) -> ActResult:

@@ -154,6 +154,7 @@ class Services:
             self._stops.append(self.hooks.close)
             self._stops.append(self._watch_grants(self._runtime))
             self._stops.append(_share_rate_limit(self._runtime, self.settings))
+            self._stops.append(_release_revoked_claims(self._runtime))
             self.relay = OutboxRelay(self._runtime, self.bus, **self.relay_options)
             await self.relay.start()
             self._stops.append(self.relay.stop)
@@ -334,3 +335,10 @@ def _start_ticker(runtime: Runtime) -> Callable[[], Awaitable[None]]:
     ticker = Ticker(runtime)
     ticker.start()
     return ticker.stop
+
+
+def _release_revoked_claims(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """A revoked assignee's claims go back to its team's queue (`$unclaim` by system)."""
+    from stateward.runtime.assignments import install_release
+
+    return install_release(runtime)

@@ -21,7 +21,7 @@ from typing import Any
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import KeyPair, read_key_file
-from stateward.runtime.access import registry, tokens
+from stateward.runtime.access import references, registry, tokens
 from stateward.runtime.core import commands, queries
 from stateward.runtime.core.services import Runtime
 
@@ -138,6 +138,8 @@ async def _deploy_one(
 ) -> None:
     path = str(source["$path"])
     current = await registry.get_workflow(runtime, path)
+    if current is None or current.hash != load_definition(source).hash:
+        await references.grant_references(runtime, operator, source)  # cross-namespace
     if current is None:
         async with runtime.uow(readonly=True) as uow:
             known = await uow.workflows.get(path)

@@ -105,6 +105,28 @@ class Mutation:
     ) -> Registry:
         return Registry.from_facts(await writes.set_webhook(info, namespace, url, secret))
 
+    @strawberry.mutation(
+        description="Let workflows of namespace `to` (and below) spawn instances of "
+        "`namespace`'s workflows (an `allow_spawn` registry event, admin of `namespace`)."
+    )
+    async def allow_spawn(self, info: Info, namespace: str, to: str) -> Registry:
+        return Registry.from_facts(await writes.grant_reference(info, namespace, to, None, True))
+
+    @strawberry.mutation(description="Withdraw an `allowSpawn` (`disallow_spawn`).")
+    async def disallow_spawn(self, info: Info, namespace: str, to: str) -> Registry:
+        return Registry.from_facts(await writes.grant_reference(info, namespace, to, None, False))
+
+    @strawberry.mutation(
+        description="Let workflows of namespace `to` (and below) name module `name` of "
+        "`namespace` as a hook (a `share_module` registry event, admin of `namespace`)."
+    )
+    async def share_module(self, info: Info, namespace: str, name: str, to: str) -> Registry:
+        return Registry.from_facts(await writes.grant_reference(info, namespace, to, name, True))
+
+    @strawberry.mutation(description="Withdraw a `shareModule` (`unshare_module`).")
+    async def unshare_module(self, info: Info, namespace: str, name: str, to: str) -> Registry:
+        return Registry.from_facts(await writes.grant_reference(info, namespace, to, name, False))
+
     @strawberry.mutation
     async def start_instance(
         self, info: Info, workflow: str, data: JSON | None = None, id: str | None = None

@@ -62,7 +62,8 @@ class Desk:
         self.operator = operator
         self.admin = operator.public
         self.analysts = [generate_keypair().public for _ in range(3)]
-        self.outsider = generate_keypair().public
+        self.outsider = generate_keypair().public  # no role: may not even read
+        self.member = generate_keypair().public  # reads the desk, holds no team role
 
     async def setup(self, *definitions: dict[str, Any]) -> Desk:
         """Deploy `definitions` (default: the ticket workflow) and grant the analysts."""
@@ -70,6 +71,7 @@ class Desk:
             await registry.deploy_workflow(self.rt, self.operator, definition)
         for analyst in self.analysts:
             await registry.grant_role(self.rt, self.operator, DESK, analyst, ["analyst"])
+        await registry.grant_role(self.rt, self.operator, DESK, self.member, ["viewer"])
         return self
 
     async def ticket_in_review(self, **data: Any) -> str:

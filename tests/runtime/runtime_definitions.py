@@ -43,3 +43,11 @@ ONBOARDING: dict[str, Any] = {
         "reject": {"role": "admin", "from": "review", "to": "rejected"},
     },
 }
+
+
+async def allow_onboarding_spawns(rt: object, operator: object) -> None:
+    """The `allow_spawn` event with which `case/review` lets `customer/retail` (where
+    ONBOARDING lives) spawn its reviews: cross-namespace spawns are granted, not assumed."""
+    from stateward.runtime.access.references import allow_spawn
+
+    await allow_spawn(rt, operator, "case/review", "customer/retail")  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from runtime_definitions import ONBOARDING
+from runtime_definitions import ONBOARDING, allow_onboarding_spawns
 
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope, build_envelope
@@ -20,6 +20,7 @@ PATH = ONBOARDING["$path"]
 
 async def _instance(rt: Runtime, operator: KeyPair) -> str:
     await deploy_workflow(rt, operator, _review())
+    await allow_onboarding_spawns(rt, operator)
     await deploy_workflow(rt, operator, ONBOARDING)
     started = await start_instance(rt, operator.public, PATH, {"x": 1})
     return started.record.id
@@ -165,10 +166,15 @@ async def test_unknown_process_is_not_found(admin_rt, operator):
 
 async def test_a_rule_of_the_engine_rejects_and_writes_nothing(admin_rt, operator):
     pid = await _instance(admin_rt, operator)
-    outsider = generate_keypair()
+    member = generate_keypair()  # may read the instance, lacks the action's role
+    await grant_role(admin_rt, operator, PATH.rsplit("/", 1)[0], member.public, ["viewer"])
+    with pytest.raises(DomainError) as info:
+        await perform_action(admin_rt, member.public, pid, "create", {"name": "x"})
+    assert info.value.code == "FORBIDDEN"
+    outsider = generate_keypair()  # may not read it: the same answer as a missing id
     with pytest.raises(DomainError) as info:
         await perform_action(admin_rt, outsider.public, pid, "create", {"name": "x"})
-    assert info.value.code == "FORBIDDEN"
+    assert info.value.code == "NOT_FOUND"
     async with admin_rt.uow(readonly=True) as uow:
         assert await uow.events.count(pid) == 1
 
@@ -182,18 +188,19 @@ async def test_advance_records_the_action_it_resolved(admin_rt, operator):
     assert result.record.state == "review"
 
 
-async def test_spawn_creates_linked_children_with_their_own_start_event(admin_rt, operator):
+async def test_spawn_creates_children_with_their_own_start_event(admin_rt, operator):
     pid = await _instance(admin_rt, operator)
     await perform_action(admin_rt, operator.public, pid, "create", {"name": "Ann"})
     result = await perform_action(admin_rt, operator.public, pid, "approve", {})
     assert result.record.status == "completed"
     (child,) = result.children
-    assert child.parent_id == pid
     assert result.record.data["reviews"] == [child.id]
     async with admin_rt.uow(readonly=True) as uow:
         (start,) = await uow.events.for_process(child.id)
     assert start.action == "$start"
-    assert start.actor == "system"
+    # Into another namespace (granted by `allow_spawn`): as the spawning actor, at the
+    # child's initial state, not linked (spawns within a namespace: tests/api).
+    assert start.actor == operator.public and child.parent_id is None
     assert start.signer == admin_rt.node_public
     assert {m.type for m in result.outbox} >= {"workflow.started", "workflow.completed"}
 

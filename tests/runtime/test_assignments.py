@@ -43,7 +43,10 @@ async def test_entering_an_assigned_state_opens_an_unassigned_assignment(desk):
 
 async def test_claiming_needs_the_team_role(desk):
     a = await desk.open_assignment(await desk.ticket_in_review())
-    assert await _code(claim_assignment(desk.rt, desk.outsider, a.id)) == "FORBIDDEN"
+    assert await _code(claim_assignment(desk.rt, desk.member, a.id)) == "FORBIDDEN"
+    # One who may not read the instance gets the answer of a missing assignment.
+    assert await _code(claim_assignment(desk.rt, desk.outsider, a.id)) == "NOT_FOUND"
+    assert await _code(claim_assignment(desk.rt, desk.outsider, "nope")) == "NOT_FOUND"
     claimed = await claim_assignment(desk.rt, desk.analysts[0], a.id)
     assert (claimed.status, claimed.assignee) == ("claimed", desk.analysts[0])
     assert claimed.claimed_at is not None

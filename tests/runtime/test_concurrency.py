@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime_definitions import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW, allow_onboarding_spawns
 
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import generate_keypair
@@ -18,10 +18,13 @@ N = 50
 
 async def test_fifty_concurrent_actions_are_each_applied_exactly_once(admin_rt, operator):
     await registry.deploy_workflow(admin_rt, operator, REVIEW)
+    await allow_onboarding_spawns(admin_rt, operator)
     await registry.deploy_workflow(admin_rt, operator, ONBOARDING)
     pid = (await start_instance(admin_rt, operator.public, ONBOARDING["$path"])).record.id
     await perform_action(admin_rt, operator.public, pid, "create", {"name": "Ann"})
-    writer = generate_keypair()  # client-signed envelopes need no role for `note`
+    writer = generate_keypair()  # client-signed envelopes need no role for `note`...
+    namespace = ONBOARDING["$path"].rsplit("/", 1)[0]  # ...but a role to read the instance
+    await registry.grant_role(admin_rt, operator, namespace, writer.public, ["viewer"])
 
     async def attested(i: int) -> object:
         return await perform_action(admin_rt, operator.public, pid, "note", {"i": i})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from runtime_definitions import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW, allow_onboarding_spawns
 
 from stateward.domain.errors import DomainError
 from stateward.runtime.access import registry
@@ -19,6 +19,7 @@ PATH = ONBOARDING["$path"]
 
 async def _in_review(rt, operator, n: int = 3) -> list[str]:  # type: ignore[no-untyped-def]
     await registry.deploy_workflow(rt, operator, REVIEW)
+    await allow_onboarding_spawns(rt, operator)
     await registry.deploy_workflow(rt, operator, ONBOARDING)
     ids = []
     for _ in range(n):

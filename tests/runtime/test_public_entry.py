@@ -112,7 +112,8 @@ async def test_a_token_reads_and_acts_on_its_own_instance_only(desk):
 
 async def test_issue_entry_token_for_a_started_instance_replaces_the_old_one(desk):
     pid = (await start_instance(desk.rt, desk.admin, APPLY["$path"], {"ref": "A"})).record.id
-    assert await _code(issue_entry_token(desk.rt, desk.outsider, pid)) == "FORBIDDEN"
+    assert await _code(issue_entry_token(desk.rt, desk.member, pid)) == "FORBIDDEN"
+    assert await _code(issue_entry_token(desk.rt, desk.outsider, pid)) == "NOT_FOUND"
     first = await issue_entry_token(desk.rt, desk.admin, pid)
     assert (await public_view(desk.rt, first, IP)).data == {"ref": "A"}
     second = await issue_entry_token(desk.rt, desk.admin, pid)
@@ -131,7 +132,8 @@ async def test_a_token_on_an_instance_in_a_team_state_shows_the_step_and_nothing
 
 
 async def test_start_public_needs_a_public_initial_state(desk):
-    assert await _code(start_public(desk.rt, TICKET["$path"], {}, IP)) == "FORBIDDEN"
+    # Without a public entry a workflow is, to the public, one that does not exist.
+    assert await _code(start_public(desk.rt, TICKET["$path"], {}, IP)) == "NOT_FOUND"
     assert await _code(start_public(desk.rt, "ops/desk/missing", {}, IP)) == "NOT_FOUND"
 
 

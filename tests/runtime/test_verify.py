@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from runtime_definitions import ONBOARDING, REVIEW
+from runtime_definitions import ONBOARDING, REVIEW, allow_onboarding_spawns
 from sqlalchemy import text
 
 from stateward.runtime.access import registry
@@ -14,6 +14,7 @@ from stateward.runtime.insight.verify import verify
 
 async def _history(rt, operator) -> str:  # type: ignore[no-untyped-def]
     await registry.deploy_workflow(rt, operator, REVIEW)
+    await allow_onboarding_spawns(rt, operator)
     await registry.deploy_workflow(rt, operator, ONBOARDING)
     await registry.grant_role(rt, operator, "customer", operator.public, ["manager"])
     pid = (await start_instance(rt, operator.public, ONBOARDING["$path"], {"n": 1})).record.id
@@ -27,7 +28,8 @@ async def test_an_untouched_deployment_verifies(admin_rt, operator):
     await _history(admin_rt, operator)
     report = await verify(admin_rt)
     assert report.valid, [p.line() for p in report.problems]
-    assert report.events_checked == 1 + 1 + 2 + 4 + 1  # system, case, customer x2, instance, child
+    # system, case (allow_spawn + deploy), customer x2, instance, child
+    assert report.events_checked == 1 + 2 + 2 + 4 + 1
 
 
 async def test_an_edited_event_input_is_reported_with_process_and_seq(admin_rt, operator):

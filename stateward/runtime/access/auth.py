@@ -69,8 +69,10 @@ class Viewer:
         return frozenset(g.role.lower() for g in self.grants if g.namespace in scopes)
 
     def can_read(self, namespace: str | None) -> bool:
-        """True when the viewer holds any role that applies in `namespace`."""
-        return namespace is not None and bool(self.roles_in(namespace))
+        """The read rule of `runtime.policy` (any role that applies in `namespace`)."""
+        from stateward.runtime.core.policy import can_read
+
+        return can_read(self, namespace)
 
     @property
     def is_admin(self) -> bool:
@@ -196,6 +198,17 @@ async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
             return None
         grants = await uow.grants.of_actor(record.actor)
     return Viewer(record.actor, tuple(grants), record.label, record.expires_at)
+
+
+async def refresh_viewer(runtime: Runtime, viewer: Viewer) -> Viewer | None:
+    """`viewer` with its grants read again (None once its key is revoked): long-lived
+    subscriptions call it after a registry event, so a revoked role stops deliveries."""
+    async with runtime.uow(readonly=True) as uow:
+        status = await uow.keys.status(viewer.actor)
+        if status is not None and status.status in ("revoked", "rotated"):
+            return None
+        grants = await uow.grants.of_actor(viewer.actor)
+    return Viewer(viewer.actor, tuple(grants), viewer.label, viewer.expires_at)
 
 
 async def _check_not_revoked(uow: UnitOfWork, actor: str) -> None:

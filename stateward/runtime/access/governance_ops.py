@@ -12,6 +12,7 @@ key rotation and revocation.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,9 @@ from stateward.domain.errors import (
 from stateward.domain.model import Outcome
 from stateward.domain.paths import split_path
 from stateward.domain.registry import grant_roles, validate_governance_input
+from stateward.governance.keys import is_public_key
 from stateward.records import StoredEvent
+from stateward.runtime.core import references
 from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.hooks.module import check_module
 
@@ -38,6 +41,8 @@ from stateward.runtime.hooks.module import check_module
 PENDING_WORKFLOWS = "stateward.pending_workflows"
 
 OPEN_TO_ANY = frozenset({"rotate_key"})
+#: A role name a grant may give: the definition's role-name pattern, bounded.
+GRANTABLE_ROLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 async def op_governance(ctx: ActContext) -> Outcome:
@@ -52,6 +57,8 @@ async def op_governance(ctx: ActContext) -> Outcome:
         await _validate_workflow(ctx)
     elif name in ("add_module", "update_module"):
         _validate_module(ctx.input)
+    elif name == "grant_role":
+        _validate_grant(ctx.input)
     outcome = apply_engine(ctx)
     ctx.after_event.append(lambda event: _materialize(ctx, event))
     return outcome
@@ -68,12 +75,15 @@ async def _validate_workflow(ctx: ActContext) -> None:
         raise DomainError(INVALID_INPUT, first.message, pointer=first.pointer, problems=shape)
     definition = ctx.input["definition"]
     uow = ctx.uow
-    deployed = {w.path for w in await uow.workflows.in_namespace(None)}
+    # Spawn targets and hook modules of other namespaces count only when granted by
+    # them (`allow_spawn` / `share_module`); the rest looks exactly like what does not
+    # exist, so a deployment error never tells which foreign names exist.
+    known = {w.path for w in await uow.workflows.in_namespace(None)}
+    known.update(uow.session.info.get(PENDING_WORKFLOWS, ()))  # act_many: same batch
+    deployed = await references.spawn_targets(uow, ctx.namespace, known)
     deployed.add(str(definition.get("$path")))
-    deployed.update(uow.session.info.get(PENDING_WORKFLOWS, ()))  # act_many: same batch
-    module_paths: set[str] = set()
-    for ns in _hook_namespaces(definition, ctx.namespace):
-        module_paths.update(f"{ns}/{m.name}" for m in await uow.modules.latest_in(ns))
+    hook_namespaces = _hook_namespaces(definition, ctx.namespace)
+    module_paths = await references.usable_modules(uow, ctx.namespace, hook_namespaces)
     report = validate_definition(
         definition,
         deployed=deployed,
@@ -94,6 +104,29 @@ def _hook_namespaces(definition: Mapping[str, Any], own: str) -> set[str]:
             if isinstance(hook, str) and "/" in hook.split(":", 1)[0]:
                 found.add(hook.split(":", 1)[0].rsplit("/", 1)[0])
     return found
+
+
+def _validate_grant(input: Mapping[str, Any]) -> None:
+    """A grant names a real actor (an Ed25519 public key) and well-formed role names
+    (`GRANTABLE_ROLE`, at most 64 characters; never `*`, which in a definition means
+    anyone). INVALID_INPUT with a problem per bad value."""
+    problems: list[Problem] = []
+    actor = input.get("actor")
+    if not (isinstance(actor, str) and is_public_key(actor)):
+        problems.append(Problem(INVALID_INPUT, "`actor` must be an actor's public key", "/actor"))
+    raw = input.get("roles", input.get("role"))
+    names = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    for i, role in enumerate(names):
+        if not (isinstance(role, str) and GRANTABLE_ROLE.fullmatch(role.strip())):
+            problems.append(Problem(
+                INVALID_INPUT,
+                "role names match [a-z0-9][a-z0-9_-]* (any case), at most 64 characters; "
+                "`*` is not a role",
+                f"/roles/{i}",
+            ))  # fmt: skip
+    if problems:
+        first = problems[0]
+        raise DomainError(INVALID_INPUT, first.message, pointer=first.pointer, problems=problems)
 
 
 def _validate_module(input: Mapping[str, Any]) -> None:

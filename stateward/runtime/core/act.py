@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from stateward.domain.access import may_read
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.canonical import loads_strict
 from stateward.domain.errors import (
@@ -30,10 +31,10 @@ from stateward.domain.errors import (
     REPLAYED,
     DomainError,
 )
-from stateward.domain.model import Actor, Outcome, ProcessSnapshot
+from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import is_namespace, is_registry_id, registry_id
 from stateward.governance.envelope import SignedEnvelope
-from stateward.governance.keys import is_public_key
+from stateward.governance.keys import is_public_key, verify_signature
 from stateward.governance.verification import verify_envelope
 from stateward.observe import metrics, tracing
 from stateward.observe.act import observed_act
@@ -259,6 +260,7 @@ async def apply_in(
     process = cache.processes.pop(envelope.process, None) if cache is not None else None
     if process is None:
         process = await uow.processes.get(envelope.process, for_update=True)
+    reader: Actor | None = None
     if registry:
         namespace = workflow[: -len(BOOTSTRAP_SUFFIX)]
         if not is_namespace(namespace) or registry_id(namespace) != envelope.process:
@@ -288,8 +290,17 @@ async def apply_in(
             )
         definition = await runtime.definition(uow, workflow)
         namespace, kind = definition.namespace, INSTANCE
+        reader = await _check_start(uow, envelope.actor, definition, cache)
         version = (await uow.workflows.get(workflow)).latest_version  # type: ignore[union-attr]
     else:
+        if envelope.action.name == START:
+            raise DomainError(CONFLICT, f"process {envelope.process} already exists")
+        reader = await actor_in(uow, envelope.actor, process.namespace, cache)
+        if not may_read(reader, entry_token_hash=process.entry_token_hash,
+                        started_by=process.started_by):  # fmt: skip
+            # Writes need reads: acting on what one may not read is answered exactly
+            # like acting on a process that does not exist (nothing about it leaks).
+            raise DomainError(NOT_FOUND, f"process {envelope.process} does not exist")
         if process.workflow != workflow:
             raise DomainError(
                 INVALID_INPUT,
@@ -300,7 +311,7 @@ async def apply_in(
         namespace, kind, version = process.namespace, process.kind, process.workflow_version
     if process is not None and process.kind != kind:
         raise DomainError(INVALID_INPUT, f"process {process.id} is not a {kind}")
-    actor = await actor_in(uow, envelope.actor, namespace, cache)
+    actor = reader if reader is not None else await actor_in(uow, envelope.actor, namespace, cache)
     claimed_by = None
     if process is not None:
         state = definition.states.get(process.state)
@@ -332,6 +343,19 @@ async def apply_in(
     return written
 
 
+async def _check_start(
+    uow: UnitOfWork, actor_id: str, definition: Definition, cache: ReadCache | None
+) -> Actor:
+    """The starting actor. `$start` needs a role in the workflow's namespace (or above)
+    unless its initial state is public; otherwise the workflow is answered as not
+    deployed (nothing leaks)."""
+    actor = await actor_in(uow, actor_id, definition.namespace, cache)
+    public = definition.states[definition.initial].audience == "public"
+    if not public and not may_read(actor):
+        raise DomainError(NOT_FOUND, f"workflow {definition.path} is not deployed")
+    return actor
+
+
 async def actor_in(
     uow: UnitOfWork, actor_id: str, namespace: str, cache: ReadCache | None = None
 ) -> Actor:
@@ -348,6 +372,24 @@ async def actor_in(
     return Actor(id=actor_id, roles=roles, visitor=actor_id.startswith("visitor:"))
 
 
+def _check_original_signer(signed: SignedEnvelope, existing: StoredEvent, error: Exception) -> None:
+    """A duplicate is answered only to a valid signature by the event's original signer
+    (issue 9): anyone may have read an envelope, only its signer can sign it again.
+    Otherwise the refusal stands (BAD_SIGNATURE when the signature was what failed)."""
+    if signed.signer == existing.signer and verify_signature(
+        existing.signer, signed.envelope.canonical(), signed.signature
+    ):
+        return
+    if isinstance(error, DomainError) and error.code == BAD_SIGNATURE:
+        raise error
+    raise DomainError(
+        BAD_SIGNATURE,
+        "this event is already recorded under another signature; only its original "
+        "signer's signature is answered with it",
+        details={"reason": "forged"},
+    ) from error
+
+
 async def _resubmission(
     runtime: Runtime,
     signed: SignedEnvelope,
@@ -362,6 +404,7 @@ async def _resubmission(
     async with runtime.uow(readonly=True) as uow:
         existing = await uow.events.by_identity(identity)
         if existing is not None:
+            _check_original_signer(signed, existing, error)
             record = await uow.processes.get(existing.process_id)
             assert record is not None
             return ActResult(existing, record.snapshot(), record, None, duplicate=True)

@@ -128,13 +128,10 @@ async def event_at(runtime: Runtime, process_id: str, seq: int) -> StoredEvent |
         return await uow.events.get(process_id, seq)
 
 
-async def notification_by_id(
-    runtime: Runtime, recipients: Sequence[str], ident: int
-) -> NotificationRecord | None:
-    """A notification addressed to one of `recipients`, or None."""
+async def notification_by_id(runtime: Runtime, ident: int) -> NotificationRecord | None:
+    """The notification `ident`, or None (whose it is: `policy.can_read_notification`)."""
     async with runtime.uow(readonly=True) as uow:
-        rows = await uow.notifications.for_recipients(recipients, before_id=ident + 1, limit=1)
-    return rows[0] if rows and rows[0].id == ident else None
+        return await uow.notifications.get(ident)
 
 
 async def outbox_after(

@@ -26,6 +26,7 @@ from stateward.domain.model import (
     Outcome,
 )
 from stateward.domain.plan import plan_for
+from stateward.domain.registry import owns
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
 from stateward.governance.verification import sign_envelope
@@ -37,7 +38,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
-from stateward.runtime.core import joins
+from stateward.runtime.core import joins, references
 from stateward.runtime.core.kernel import START, ActContext, evaluate
 
 if TYPE_CHECKING:
@@ -234,19 +235,33 @@ async def _effects(
 async def _spawn(
     ctx: ActContext, parent: ProcessRecord, spawn: SpawnEffect, written: Written
 ) -> ProcessRecord:
-    """Start a child with its own `$start` event, attested by the node key, linked to
-    its parent (`parent_id`; the parent's data lists it under `as` via the engine)."""
+    """Start a child with its own `$start` event, attested by the node key.
+
+    Within the parent's namespace (or below it) the child is started by `system`, linked
+    to its parent (`parent_id`; the parent's data lists it under `as` via the engine), in
+    the spawn item's state. Into another namespace only when that namespace granted it
+    (`allow_spawn`, checked again now), and then as the spawning actor, at the child
+    workflow's initial state, with no parent link: the other namespace's own rules and
+    review steps apply to what arrives there. Not granted = NOT_FOUND, as if missing.
+    """
     runtime, uow = ctx.runtime, ctx.uow
+    missing = DomainError(NOT_FOUND, f"spawn target {spawn.workflow} is not deployed")
     try:
         definition = await runtime.definition(uow, spawn.workflow)
     except DomainError as exc:
-        raise DomainError(NOT_FOUND, f"spawn target {spawn.workflow} is not deployed") from exc
+        raise missing from exc
+    foreign = not owns(parent.namespace, definition.namespace)
+    if foreign and not await references.may_spawn(uow, parent.namespace, spawn.workflow):
+        raise missing
     version = (await uow.workflows.get(spawn.workflow)).latest_version  # type: ignore[union-attr]
-    start_input: dict[str, Any] = {"data": dict(spawn.data), "parent": parent.id}
-    if spawn.parent is not None and plan_for(definition).reads_parent:
-        start_input["parent_data"] = dict(spawn.parent)
-    if spawn.state is not None:
-        start_input["state"] = spawn.state
+    start_input: dict[str, Any] = {"data": dict(spawn.data)}
+    if not foreign:  # a child in another namespace gets no link to (or data of) its parent
+        start_input["parent"] = parent.id
+        if spawn.parent is not None and plan_for(definition).reads_parent:
+            start_input["parent_data"] = dict(spawn.parent)
+        if spawn.state is not None:
+            start_input["state"] = spawn.state
+    starter = ctx.actor if foreign else Actor(id=SYSTEM_ACTOR)
     signed = runtime.restoring.pop(spawn.child_id, None)
     if signed is None:
         envelope = build_envelope(
@@ -255,19 +270,18 @@ async def _spawn(
             START,
             spawn.workflow,
             start_input,
-            SYSTEM_ACTOR,
+            starter.id,
             ctx.envelope.ts,
         )
         signed = sign_envelope(envelope, runtime.node_key)
     envelope = signed.envelope
-    system = Actor(id=SYSTEM_ACTOR)
     identity = envelope.identity()
     outcome = evaluate(
         definition,
         None,
         name=START,
         input=start_input,
-        actor=system,
+        actor=starter,
         ts=envelope.ts,
         event_id=identity,
         process_id=spawn.child_id,
@@ -278,7 +292,7 @@ async def _spawn(
         signed=signed,
         identity=identity,
         now=ctx.now,
-        actor=system,
+        actor=starter,
         definition=definition,
         process=None,
         kind=INSTANCE,

@@ -34,6 +34,7 @@ from stateward.domain.model import LIVE_STATUSES, Outcome
 from stateward.persistence import UnitOfWork
 from stateward.persistence.kernel import AutomationCandidate
 from stateward.records import INSTANCE
+from stateward.runtime.core import references
 from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     drain,
@@ -103,7 +104,11 @@ async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: 
         ref = parse_hook_ref(hook)
         module = None
         if isinstance(ref, HookRef):
-            module = await uow.modules.get(ref.namespace or process.namespace, ref.module)
+            owner = ref.namespace or process.namespace
+            # Another namespace's module runs only while it shares it with this one
+            # (`share_module`, checked again at every run): else it is "not deployed".
+            if await references.may_use_module(uow, process.namespace, owner, ref.module):
+                module = await uow.modules.get(owner, ref.module)
     input: dict[str, Any] = {"hook": hook, "after": process.seq}
     if process.automation_chain >= MAX_AUTOMATION_CHAIN:
         input["guard"] = True  # the engine refuses the 11th automated event: no run

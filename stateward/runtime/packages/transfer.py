@@ -46,8 +46,10 @@ from stateward.runtime.access.registry import (
     deploy_workflow,
     get_workflow,
 )
+from stateward.runtime.core import references
 from stateward.runtime.core.commands import attest, sign_as
 from stateward.runtime.core.ops_support import actor_id
+from stateward.runtime.core.policy import not_found
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.packages.batch import act_many
 from stateward.runtime.packages.check import (
@@ -82,6 +84,11 @@ async def _require_role(uow: UnitOfWork, actor: str, namespace: str, role: str |
         raise DomainError(FORBIDDEN, f"{actor} needs {need} in namespace {namespace!r}")
 
 
+async def _reads(uow: UnitOfWork, actor: str, namespace: str) -> bool:
+    """The read rule for `actor` in `namespace` (the system reads everything)."""
+    return actor == SYSTEM_ACTOR or bool(await uow.grants.roles_of(actor, namespace))
+
+
 async def export_package(
     runtime: Runtime, viewer: Any, namespace: str, paths: list[str] | None = None
 ) -> dict[str, Any]:
@@ -98,7 +105,8 @@ async def export_package(
     if not is_namespace(namespace):
         raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
     async with runtime.uow(readonly=True) as uow:
-        await _require_role(uow, who, namespace, None)
+        if not await _reads(uow, who, namespace):
+            raise not_found("namespace")
         live = {
             w.path: w
             for w in await uow.workflows.in_namespace(None)
@@ -123,6 +131,8 @@ async def export_package(
                     wanted.update((m.namespace, m.name) for m in await uow.modules.latest_in(ns))
         modules = []
         for ns, name in sorted(wanted):
+            if not within(ns, namespace) and not await _reads(uow, who, ns):
+                continue  # another namespace's source: only for those who may read it
             module = await uow.modules.get(ns, name)
             if module is not None:
                 modules.append(PackageModule(ns, name, module.source, module.hash).as_dict())
@@ -173,9 +183,17 @@ async def import_package(
         if problems:
             raise InvalidDefinition(problems)
         latest = await uow.workflows.latest_versions(p for p in parsed.paths if p in live)
+        grants = await _package_grants(uow, parsed)
     plan = _plan(
         runtime, actor, parsed, live, existing_modules, {p: v.source() for p, v in latest.items()}
     )
+    # Modules first, then the grants one namespace of the package gives another (the
+    # importer is admin in both), then the workflows that need them.
+    modules = sum(1 for _, where in plan if where.startswith("/modules/"))
+    plan[modules:modules] = [
+        (_envelope(runtime, actor, namespace, action, input), "/grants")
+        for namespace, action, input in grants
+    ]
     envelopes = [signed for signed, _ in plan]
     try:
         await act_many(
@@ -188,6 +206,29 @@ async def import_package(
         raise _in_package(error, [where for _, where in plan]) from error
     found = [await get_workflow(runtime, path) for path in parsed.paths]
     return [w for w in found if w is not None]
+
+
+async def _package_grants(
+    uow: UnitOfWork, package: Package
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(namespace, action, input) of the `allow_spawn` / `share_module` events that the
+    package's cross-namespace references between its own namespaces still need."""
+    inside = package.namespaces()
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for source in package.workflows:
+        own = split_path(str(source["$path"]))[0]
+        spawns, hooks = references.foreign_references(source)
+        for namespace in sorted(spawns & inside):
+            item = (namespace, "allow_spawn", {"namespace": own})
+            if item not in out and not await references.may_spawn(uow, own, f"{namespace}/x"):
+                out.append(item)
+        for namespace, name in sorted(hooks):
+            item = (namespace, "share_module", {"name": name, "namespace": own})
+            if namespace not in inside or item in out:
+                continue
+            if not await references.may_use_module(uow, own, namespace, name):
+                out.append(item)
+    return out
 
 
 def _plan(
@@ -273,11 +314,20 @@ async def clone_workflow(
     )
     if problems:
         raise InvalidDefinition(problems)
+    who = _signer_id(actor)
     source = await get_workflow(runtime, source_path)
-    if source is None or source.definition.path is None:
-        raise DomainError(NOT_FOUND, f"workflow {source_path} is not deployed", pointer="/source")
     async with runtime.uow(readonly=True) as uow:
-        await _require_role(uow, _signer_id(actor), source.namespace, None)
+        if (
+            source is None
+            or source.definition.path is None
+            or not await _reads(uow, who, source.namespace)
+        ):
+            # A source the actor may not read is answered like one that does not exist.
+            raise DomainError(
+                NOT_FOUND, f"workflow {source_path} is not deployed", pointer="/source"
+            )
+        # Admin in the target first, so a foreign target's existence does not leak.
+        await _require_role(uow, who, split_path(target_path)[0], ADMIN_ROLE)
         current = await uow.workflows.get(target_path)
     if current is not None and not current.removed:
         raise DomainError(CONFLICT, f"workflow {target_path} already exists", pointer="/target")

@@ -33,6 +33,7 @@ from stateward.runtime.core.ops_support import (
     require_instance,
     require_live,
 )
+from stateward.runtime.core.policy import actor_may_read, not_found
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.public.rate_limit import limiter_for
 
@@ -135,11 +136,16 @@ async def _issue(runtime: Runtime, actor: str, process: ProcessRecord) -> str:
 async def issue_entry_token(runtime: Runtime, actor: Any, instance: str) -> str:
     """A new entry token for a live instance (admin, its starter or the state's team).
     The token is returned once; only its sha256 is kept."""
+    who = actor_id(actor)
     async with runtime.uow(readonly=True) as uow:
         process = await uow.processes.get(instance)
-    if process is None or process.kind != INSTANCE:
-        raise DomainError(NOT_FOUND, f"instance {instance} does not exist")
-    return await _issue(runtime, actor_id(actor), process)
+        if (
+            process is None
+            or process.kind != INSTANCE
+            or not await actor_may_read(uow, who, process)
+        ):
+            raise not_found("instance")
+    return await _issue(runtime, who, process)
 
 
 async def start_public(
@@ -151,7 +157,8 @@ async def start_public(
     async with runtime.uow(readonly=True) as uow:
         definition = await runtime.definition(uow, workflow)
     if definition.states[definition.initial].audience != "public":
-        raise DomainError(FORBIDDEN, f"{workflow} has no public entry (initial state not public)")
+        # A workflow without a public entry is, to the public, one that does not exist.
+        raise DomainError(NOT_FOUND, f"workflow {workflow} is not deployed")
     token = new_token()
     visitor = visitor_id(token)
     started = await start_instance(runtime, visitor, workflow, data or {})

@@ -14,7 +14,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,9 +41,13 @@ from stateward.runtime.core.ops_support import (
     kernel_repo,
     require_instance,
     require_live,
+    system_act,
     with_team,
 )
+from stateward.runtime.core.policy import actor_may_read, not_found
 from stateward.runtime.core.services import Runtime
+
+log = logging.getLogger(__name__)
 
 CLAIM = "$claim"
 UNCLAIM = "$unclaim"
@@ -88,11 +93,12 @@ async def op_claim(ctx: ActContext) -> Outcome:
 
 
 async def op_unclaim(ctx: ActContext) -> Outcome:
-    """`$unclaim {assignment}`: back to the queue, by the assignee or an admin."""
+    """`$unclaim {assignment, reason?}`: back to the queue, by the assignee, an admin or
+    the system (which releases the claims of an assignee whose role was revoked)."""
     a = await _assignment(ctx)
     if a.status != CLAIMED:
         raise DomainError(WRONG_STATE, f"assignment {a.id} is {a.status}, not claimed")
-    if a.assignee != ctx.actor.id and not has_role(ctx.actor, ADMIN_ROLE):
+    if a.assignee != ctx.actor.id and not (ctx.actor.is_system or has_role(ctx.actor, ADMIN_ROLE)):
         raise DomainError(FORBIDDEN, "only the assignee or an admin may unclaim")
     outcome = apply_engine(ctx)
     if not await ctx.uow.assignments.unclaim(a.id, a.assignee):
@@ -136,13 +142,14 @@ async def op_complete(ctx: ActContext) -> Outcome:
 # --- services -----------------------------------------------------------------------------
 
 
-async def _load(runtime: Runtime, assignment_id: str) -> tuple[AssignmentRecord, str]:
-    """The assignment and its instance's workflow path (NOT_FOUND when absent)."""
+async def _load(runtime: Runtime, assignment_id: str, actor: str) -> tuple[AssignmentRecord, str]:
+    """The assignment and its instance's workflow path; NOT_FOUND when it is absent or
+    `actor` may not read its instance (the same answer: nothing leaks)."""
     async with runtime.uow(readonly=True) as uow:
         found = await uow.assignments.get(assignment_id)
         process = None if found is None else await uow.processes.get(found.process_id)
-    if found is None or process is None:
-        raise DomainError(NOT_FOUND, f"assignment {assignment_id} does not exist")
+        if found is None or process is None or not await actor_may_read(uow, actor, process):
+            raise not_found("assignment")
     return found, process.workflow
 
 
@@ -152,11 +159,12 @@ async def _change(
     """Append the assignment event `name` for `actor` and return the assignment after it."""
     if not isinstance(assignment_id, str) or not assignment_id:
         raise DomainError(INVALID_INPUT, "an assignment id is required", pointer="/id")
-    found, workflow = await _load(runtime, assignment_id)
+    who = actor_id(actor)
+    found, workflow = await _load(runtime, assignment_id, who)
     input = {"assignment": assignment_id, **extra}
-    signed = attest(runtime, actor_id(actor), found.process_id, name, workflow, input)
+    signed = attest(runtime, who, found.process_id, name, workflow, input)
     await act(runtime, signed, attested=True)
-    after, _ = await _load(runtime, assignment_id)
+    after, _ = await _load(runtime, assignment_id, who)
     return after
 
 
@@ -263,3 +271,58 @@ async def my_assignments(
         return await uow.assignments.queue(
             assignee=actor_id(actor), status=status, after=_after(after), limit=size + 1
         )
+
+
+# --- revocation ---------------------------------------------------------------------------
+
+#: How many claims of one member a revocation releases in one pass.
+RELEASE_LIMIT = 1000
+REVOKED_REASON = "revoked"
+
+
+async def release_claims(runtime: Runtime, member: str) -> list[str]:
+    """Release `member`'s claims on assignments it may no longer hold — it lost the team
+    role (and `admin`) in the instance's namespace — each by a system `$unclaim`
+    (recorded, so `verify` replays it); returns the released assignment ids. A revoked
+    assignee must not keep its team's work blocked."""
+    async with runtime.uow(readonly=True) as uow:
+        claimed = await uow.assignments.queue(assignee=member, status=CLAIMED,
+                                              limit=RELEASE_LIMIT)  # fmt: skip
+        processes = await uow.processes.processes_by_ids([a.process_id for a in claimed])
+        stale = []
+        for a in claimed:
+            process = processes.get(a.process_id)
+            if process is None:
+                continue
+            roles = await uow.grants.roles_of(member, process.namespace)
+            if a.team.lower() not in roles and ADMIN_ROLE not in roles:
+                stale.append((a, process))
+    released = []
+    for a, process in stale:
+        input = {"assignment": a.id, "reason": REVOKED_REASON}
+        try:
+            await system_act(runtime, process.id, process.workflow, UNCLAIM, input)
+        except DomainError as error:  # it moved on meanwhile: nothing left to release
+            log.info("claim %s of %s not released: %s", a.id, member, error)
+            continue
+        released.append(a.id)
+    return released
+
+
+def install_release(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """Release claims after every role revocation this node commits; returns `stop`."""
+
+    async def on_commit(messages: Sequence[Mapping[str, Any]]) -> None:
+        for message in messages:
+            details = message.get("details") or {}
+            member = details.get(ev.D_MEMBER) if isinstance(details, Mapping) else None
+            if message.get("type") == ev.ROLE_REVOKED and isinstance(member, str):
+                await release_claims(runtime, member)
+
+    runtime.publishers.append(on_commit)
+
+    async def stop() -> None:
+        if on_commit in runtime.publishers:
+            runtime.publishers.remove(on_commit)
+
+    return stop

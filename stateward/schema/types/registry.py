@@ -52,6 +52,14 @@ class Module:
 
 
 @strawberry.type
+class SharedModule:
+    """A module of this namespace that other namespaces may name as a hook."""
+
+    name: str
+    namespaces: list[str]
+
+
+@strawberry.type
 class Registry(Node):
     """The governed registry of one namespace (a process of the bootstrap workflow)."""
 
@@ -63,6 +71,14 @@ class Registry(Node):
     modules: list[Module]
     webhook_url: str | None = strawberry.field(
         default=None, description="Where SLA breaches are posted (its secret is never shown)."
+    )
+    spawn_allowed: list[str] = strawberry.field(
+        default_factory=list,
+        description="Namespaces (and those below them) allowed to spawn this namespace's "
+        "workflows (`allowSpawn`).",
+    )
+    shared_modules: list[SharedModule] = strawberry.field(
+        default_factory=list, description="Modules shared with other namespaces (`shareModule`)."
     )
 
     @classmethod
@@ -92,6 +108,11 @@ class Registry(Node):
             members=[Member(actor=a, roles=sorted(r)) for a, r in sorted(by_actor.items())],
             modules=[Module.from_record(m) for m in modules],
             webhook_url=hook.get("url") if isinstance(hook, Mapping) else None,
+            spawn_allowed=list((data or {}).get("spawn_allowed") or ()),
+            shared_modules=[
+                SharedModule(name=n, namespaces=list(c))
+                for n, c in sorted(((data or {}).get("shared_modules") or {}).items())
+            ],
         )  # fmt: skip
 
     @strawberry.field(description="The latest version of each live workflow, by path.")
