@@ -339,6 +339,6 @@ def _start_ticker(runtime: Runtime) -> Callable[[], Awaitable[None]]:
 
 def _release_revoked_claims(runtime: Runtime) -> Callable[[], Awaitable[None]]:
     """A revoked assignee's claims go back to its team's queue (`$unclaim` by system)."""
-    from stateward.runtime.assignments import install_release
+    from stateward.runtime.queues.assignments import install_release
 
     return install_release(runtime)
