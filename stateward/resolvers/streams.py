@@ -12,6 +12,7 @@ whatever the backlog (500 concurrent `after: "0"` replays of 500-row pages pinne
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from stateward.runtime.core import policy, queries
 REPLAY_PAGE = 50
 QUEUE_SIZE = 1000
 REGISTRY_PREFIX = "registry."
+#: Longest a subscription serves deliveries from grants read earlier (seconds).
+REFRESH_AFTER = 5.0
 QUEUE_TYPES = (
     ev.WORKFLOW_ASSIGNED, ev.WORKFLOW_CLAIMED, ev.WORKFLOW_UNCLAIMED,
     ev.ASSIGNMENT_COMPLETED, ev.ASSIGNMENT_CANCELLED, ev.SLA_WARNING, ev.SLA_BREACHED,
@@ -81,12 +84,14 @@ def make_filter(
 class LiveViewer:
     """The subscriber's viewer, re-read after registry events (issue 10: revocation is
     prompt). Every delivery is checked against the current grants; they are cached and
-    read again only once a `registry.*` event (grant, revoke, key change) has passed."""
+    read again once a `registry.*` event (grant, revoke) has passed, and at most every
+    `REFRESH_AFTER` seconds otherwise (a key revocation publishes no bus event)."""
 
     def __init__(self, info: Info, viewer: Viewer) -> None:
         self.runtime = runtime(info)
         self.viewer: Viewer | None = viewer
         self.stale = False
+        self.read_at = time.monotonic()
 
     def saw(self, payload: Payload) -> None:
         """Note a bus event; registry events invalidate the cached grants."""
@@ -95,8 +100,9 @@ class LiveViewer:
 
     async def current(self) -> Viewer | None:
         """The viewer as of now (None once its key is revoked)."""
-        if self.stale and self.viewer is not None:
-            self.stale = False
+        now = time.monotonic()
+        if self.viewer is not None and (self.stale or now - self.read_at > REFRESH_AFTER):
+            self.stale, self.read_at = False, now
             self.viewer = await auth.refresh_viewer(self.runtime, self.viewer)
         return self.viewer
 

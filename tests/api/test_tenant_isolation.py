@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from graph_stack import Api
+from graph_stack import Api, open_stack
 from tenant_world import (
     ACT,
     DEPLOY,
@@ -287,6 +287,9 @@ async def test_a_cross_namespace_spawn_needs_the_targets_grant(api: Api) -> None
     assert verdict["verifyProcess"]["valid"]
 
 
+STATUS = "query($i:String!){instance(id:$i){status data lastEvents(count:1){action input}}}"
+
+
 # 3. Hooks crossed tenants, and exports handed out another tenant's module source.
 SCORING = "def score(ctx):\n    return {'score': 7}\n"
 
@@ -308,10 +311,21 @@ def _automated(hook: str) -> dict:
     }
 
 
-async def test_a_cross_namespace_hook_needs_a_shared_module(api: Api) -> None:
+@pytest.fixture
+async def slow_hooks_api(db_url: str) -> AsyncIterator[Api]:
+    """The stack with a hook timeout that a loaded CI box cannot miss."""
+    stack, close = await open_stack(db_url, hook_timeout_ms=20_000)
+    try:
+        yield stack
+    finally:
+        await close()
+
+
+async def test_a_cross_namespace_hook_needs_a_shared_module(slow_hooks_api: Api) -> None:
     from stateward.runtime.hooks import automation
     from stateward.runtime.hooks.runner import HookRunner
 
+    api = slow_hooks_api
     w = await world(api)
     gx, ax = w.globex.admin[1], w.acme.admin[1]
     add = 'mutation($s:String!){addModule(namespace:"acme/sales",name:"scoring",source:$s){seq}}'
@@ -337,18 +351,39 @@ async def test_a_cross_namespace_hook_needs_a_shared_module(api: Api) -> None:
         try:
             one = (await api.ok(START, {"w": "globex/sales/auto"}, token=gx))["startInstance"]
             await api.ok(ACT, {"i": one["instanceId"], "a": "go"}, token=gx)
-            ran = await api.ok("query($i:String!){instance(id:$i){status data}}",
-                               {"i": one["instanceId"]}, token=gx)  # fmt: skip
-            assert (
-                ran["instance"]["status"] == "completed" and ran["instance"]["data"]["score"] == 7
-            )
+            ran = await api.ok(STATUS, {"i": one["instanceId"]}, token=gx)
+            assert ran["instance"]["status"] == "completed", ran
+            assert ran["instance"]["data"]["score"] == 7
             unshare = share.replace("shareModule", "unshareModule")
             await api.ok(unshare, {"t": "globex/sales"}, token=ax)
             two = (await api.ok(START, {"w": "globex/sales/auto"}, token=gx))["startInstance"]
             await api.ok(ACT, {"i": two["instanceId"], "a": "go"}, token=gx)
-            stopped = await api.ok("query($i:String!){instance(id:$i){status data}}",
-                                   {"i": two["instanceId"]}, token=gx)  # fmt: skip
+            stopped = await api.ok(STATUS, {"i": two["instanceId"]}, token=gx)
             assert stopped["instance"]["status"] == "error"  # checked again at run time
             assert "score" not in stopped["instance"]["data"]
+            (last,) = stopped["instance"]["lastEvents"]
+            assert (last["action"], last["input"]["code"]) == ("$automate", "HOOK_NOT_FOUND")
         finally:
             api.runtime.automation.remove(hook)
+
+
+async def test_a_revoked_key_stops_an_open_subscription(
+    api: Api, ws_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stateward.resolvers import streams
+    from stateward.runtime.access import registry
+
+    monkeypatch.setattr(streams, "REFRESH_AFTER", 0.0)  # re-read grants at every delivery
+    w = await world(api)
+    key, token = w.acme.analyst
+    sock = await Socket.open(ws_url, token)
+    try:
+        await sock.subscribe('subscription{events(filter:{namespace:"acme/sales"}){type}}', {})
+        await subscribed(api, 1)
+        await api.ok(ACT, {"i": w.acme.instance, "a": "note", "in": {"text": "a"}})
+        assert (await sock.message())["type"] == "next"
+        await registry.revoke_key(api.runtime, api.admin, key.public)  # no bus event
+        await api.ok(ACT, {"i": w.acme.instance, "a": "note", "in": {"text": "b"}})
+        assert await sock.silent(1.0)
+    finally:
+        await sock.close()
