@@ -95,20 +95,20 @@ async def test_a_team_notification_node_stays_in_its_namespace(api: Api) -> None
 
 # 5. Namespace filters used an unescaped LIKE.
 async def test_an_underscore_in_a_namespace_is_not_a_wildcard(api: Api) -> None:
-    await api.ok(DEPLOY, {"d": lead("acme-corp/sales/lead")})
-    started = await api.ok(START, {"w": "acme-corp/sales/lead"})
+    await api.ok(DEPLOY, {"d": lead("acmexcorp/sales/lead")})
+    started = await api.ok(START, {"w": "acmexcorp/sales/lead"})
     pid = started["startInstance"]["instanceId"]
     await api.ok(ACT, {"i": pid, "a": "submit"})  # opens an `analyst` assignment
     async with api.runtime.uow() as uow:
         await uow.notifications.add(
-            "team:analyst", "acme-corp/sales", "sla.breached", {}, api.runtime.clock.now()
+            "team:analyst", "acmexcorp/sales", "sla.breached", {}, api.runtime.clock.now()
         )
         await uow.commit()
     _, token = await api.user("acme_corp", "analyst")
     queue = await api.ok('{assignments(team:"analyst"){edges{node{id}}}}', token=token)
     notes = await api.ok("{notifications{edges{node{kind}}}}", token=token)
     assert queue["assignments"]["edges"] == [] and notes["notifications"]["edges"] == []
-    _, real = await api.user("acme-corp", "analyst")
+    _, real = await api.user("acmexcorp", "analyst")
     queue = await api.ok('{assignments(team:"analyst"){edges{node{id}}}}', token=real)
     assert len(queue["assignments"]["edges"]) == 1
 
