@@ -31,7 +31,10 @@ def parse_target(
     if raw is None:
         return None, ()
     if isinstance(raw, str):
-        return (raw if _known(raw, at, state_keys, found) else None), ()
+        # An unknown target is an error already; keep it, so the graph warnings still see
+        # the action leave its state (no extra DEAD_END_STATE on top of UNKNOWN_STATE).
+        _known(raw, at, state_keys, found)
+        return raw, ()
     if not isinstance(raw, list) or not raw:
         found.append(
             Problem(
