@@ -70,3 +70,11 @@ async def test_rotate_and_revoke_keys_through_mutations(api: Api) -> None:
     assert revoked["action"] == "revoke_key" and revoked["input"] == {"key": victim.public}
     body = await api.gql(START, {"w": "acme/loans/loan"}, token=victim_token)
     assert code(body) == "BAD_SIGNATURE"
+
+
+async def test_rotating_to_something_that_is_not_a_new_key_is_refused(api: Api) -> None:
+    await api.ok(DEPLOY, {"d": loan()})
+    old, token = await api.user("acme", "admin")
+    for bad in ("not-a-key", old.public):
+        assert code(await api.gql(ROTATE, {"k": bad}, token=token)) == "INVALID_INPUT"
+    await api.ok(START, {"w": "acme/loans/loan"}, token=token)  # the key still works

@@ -59,6 +59,8 @@ async def op_governance(ctx: ActContext) -> Outcome:
         _validate_module(ctx.input)
     elif name == "grant_role":
         _validate_grant(ctx.input)
+    elif name == "rotate_key":
+        _validate_new_key(ctx.input, ctx.actor.id)
     outcome = apply_engine(ctx)
     ctx.after_event.append(lambda event: _materialize(ctx, event))
     return outcome
@@ -127,6 +129,16 @@ def _validate_grant(input: Mapping[str, Any]) -> None:
     if problems:
         first = problems[0]
         raise DomainError(INVALID_INPUT, first.message, pointer=first.pointer, problems=problems)
+
+
+def _validate_new_key(input: Mapping[str, Any], signer: str) -> None:
+    """`rotate_key` moves the signer's grants to `new_key`: it must be a real Ed25519 public
+    key other than the signer's own, or the signer would retire itself for nothing."""
+    new_key = input.get("new_key")
+    if not (isinstance(new_key, str) and is_public_key(new_key)):
+        raise DomainError(INVALID_INPUT, "`new_key` must be a public key", pointer="/new_key")
+    if new_key == signer:
+        raise DomainError(INVALID_INPUT, "`new_key` is the key being rotated", pointer="/new_key")
 
 
 def _validate_module(input: Mapping[str, Any]) -> None:
