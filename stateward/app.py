@@ -94,6 +94,7 @@ def create_app(
                 yield
         finally:
             app.state.lifecycle = "stopping"
+            await view.close_sockets()  # 1001, before the bus and the database go away
             stop = getattr(services, "stop", None)
             if stop is not None:
                 await stop()
@@ -132,6 +133,7 @@ def create_app(
     app.state.services = services
     app.state.schema = schema
     app.state.lifecycle = "starting"
+    app.state.close_websockets = view.close_sockets
     return app
 
 

@@ -36,6 +36,10 @@ class Settings:
     metrics_port: int | None = None
     #: Serve the operations dashboard at `/dashboard` in production too (STATEWARD_DASHBOARD=1).
     dashboard: bool = False
+    #: PostgreSQL: longest lock wait, and longest idle time inside a writing transaction.
+    lock_timeout_ms: int = 1000
+    #: Seconds a node may take to drain after SIGTERM before it exits anyway.
+    shutdown_grace: float = 10.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -71,6 +75,8 @@ class Settings:
             if e.get("STATEWARD_METRICS_PORT")
             else None,
             dashboard=_flag(e.get("STATEWARD_DASHBOARD", "")),
+            lock_timeout_ms=int(e.get("STATEWARD_LOCK_TIMEOUT_MS", "1000")),
+            shutdown_grace=float(e.get("STATEWARD_SHUTDOWN_GRACE", "10")),
         )
         return s.with_overrides(**overrides)
 

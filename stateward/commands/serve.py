@@ -19,7 +19,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -72,10 +74,38 @@ class _Server(uvicorn.Server):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def __init__(self, config: uvicorn.Config, app: Any, grace: float) -> None:
+        super().__init__(config)
+        self.app = app
+        self.grace = grace
+        self._watchdog: threading.Timer | None = None
+
     def _stop(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit:
             self.force_exit = True
         self.should_exit = True
+        if self._watchdog is None:  # whatever hangs, the process is gone within the grace
+            self._watchdog = threading.Timer(self.grace, _overdue, (self.grace,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Graceful stop: no new connections, websockets closed with 1001 (not uvicorn's
+        1012), in-flight requests finished (uvicorn waits for them), then the lifespan."""
+        for server in self.servers:
+            server.close()
+        self.app.state.lifecycle = "stopping"
+        close = getattr(self.app.state, "close_websockets", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(close(), timeout=1.0)
+        await super().shutdown(sockets)
+
+
+def _overdue(grace: float) -> None:
+    """The shutdown took longer than `STATEWARD_SHUTDOWN_GRACE`: exit now."""
+    print(f"serve: shutdown exceeded {grace:g} s; exiting", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +127,7 @@ async def serve(settings: Settings, *, demo: bool = False) -> int:
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, addr=settings.host, registry=metrics.registry())
     config = uvicorn.Config(app, **uvicorn_options(settings))
-    server = _Server(config)
+    server = _Server(config, app, settings.shutdown_grace)
     announcer = asyncio.create_task(_announce(server, app, settings, demo))
     try:
         await server.serve()
@@ -123,7 +153,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "ws_max_size": settings.max_body_bytes,
         "proxy_headers": False,
         "server_header": False,
-        "timeout_graceful_shutdown": 5,
+        # In-flight requests get most of the shutdown grace; the lifespan stop the rest.
+        "timeout_graceful_shutdown": max(1, int(settings.shutdown_grace * 0.6)),
     }
 
 

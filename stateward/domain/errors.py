@@ -118,3 +118,6 @@ CONFLICT = "CONFLICT"
 BAD_SIGNATURE = "BAD_SIGNATURE"
 REPLAYED = "REPLAYED"
 RATE_LIMITED = "RATE_LIMITED"
+#: The database stayed unreachable through every retry: nothing was applied twice; retry
+#: (with the same idempotencyKey) later.
+UNAVAILABLE = "UNAVAILABLE"

@@ -66,6 +66,10 @@ F_TO_STATE: Final = "toState"
 F_ASSIGNMENT_ID: Final = "assignmentId"
 F_TEAM: Final = "team"
 F_DETAILS: Final = "details"
+# The log event a message came from (beyond §9): two messages of one batch differ here.
+F_PROCESS: Final = "process"
+F_SEQ: Final = "seq"
+F_HASH: Final = "hash"
 
 PAYLOAD_FIELDS: Final = (
     F_ID,
@@ -82,6 +86,9 @@ PAYLOAD_FIELDS: Final = (
     F_ASSIGNMENT_ID,
     F_TEAM,
     F_DETAILS,
+    F_PROCESS,
+    F_SEQ,
+    F_HASH,
 )
 
 # Keys the engine puts in `DomainEvent.details` (small values only, never instance data).

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, MutableMapping
 from datetime import timedelta
 from typing import Any
 
@@ -127,6 +127,40 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
         await super().handle_subscribe(message)
 
 
+GOING_AWAY = 1001
+
+
+class _Socket:
+    """The ASGI `send` of one websocket, remembering whether it was accepted or closed,
+    so that the server can close it from outside the handler (and the handler's later
+    sends are dropped instead of failing)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.accepted = False
+        self.closed = False
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        kind = message["type"]
+        if self.closed and kind in ("websocket.send", "websocket.close"):
+            return
+        if kind == "websocket.accept":
+            self.accepted = True
+        elif kind == "websocket.close":
+            self.closed = True
+        await self._send(message)
+
+    async def close(self, code: int, reason: str) -> bool:
+        """Send the close frame if the socket is open; True when it was."""
+        if not self.accepted or self.closed:
+            return False
+        try:
+            await self.send({"type": "websocket.close", "code": code, "reason": reason})
+        except Exception:  # already gone: nothing to close
+            return False
+        return True
+
+
 class StatewardGraphQL(GraphQL[RequestContext, None]):
     """Strawberry's ASGI app configured from `Settings`, with `services` in every context."""
 
@@ -153,9 +187,19 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
         )
         self.settings = settings
         self.services = services
+        self._sockets: dict[int, _Socket] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve HTTP with JSON transport errors; websockets go to Strawberry unchanged."""
+        """Serve HTTP with JSON transport errors; websockets go to Strawberry unchanged
+        (tracked, so that a shutdown can close them with 1001)."""
+        if scope["type"] == "websocket":
+            socket = _Socket(send)
+            self._sockets[id(socket)] = socket
+            try:
+                await super().__call__(scope, receive, socket.send)
+            finally:
+                self._sockets.pop(id(socket), None)
+            return
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
@@ -215,6 +259,17 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
             raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
         except MissingQueryError as e:
             raise HTTPException(400, "No GraphQL query found in the request") from e
+
+    async def close_sockets(
+        self, code: int = GOING_AWAY, reason: str = "server shutting down"
+    ) -> int:
+        """Close every open websocket with `code` (1001 "going away": the node is stopping;
+        subscribers resume elsewhere with `after`). Returns how many were closed."""
+        closed = 0
+        for socket in list(self._sockets.values()):
+            if await socket.close(code, reason):
+                closed += 1
+        return closed
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket

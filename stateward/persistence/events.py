@@ -9,11 +9,13 @@ from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import classify_integrity_error
 from stateward.persistence.log import queue_leaf
 from stateward.persistence.models import Event
+from stateward.persistence.sequencer import Sequencer
 from stateward.records import StoredEvent
 
 E = cast(Table, Event.__table__)
@@ -27,6 +29,11 @@ def _record(row: Any) -> StoredEvent:
 
 class EventRepository(Repository):
     """Reads and appends `events` rows as `StoredEvent`s."""
+
+    def __init__(self, session: AsyncSession, sequencer: Sequencer | None = None) -> None:
+        super().__init__(session)
+        #: The unit of work's sequencer: told about every event row appended.
+        self.sequencer = sequencer
 
     async def append(self, event: StoredEvent, recorded_at: datetime | None = None) -> StoredEvent:
         """Insert `event` (its process row must exist) and return it with `id` set.
@@ -46,6 +53,8 @@ class EventRepository(Repository):
             raise conflict from error
         appended = replace(stored, id=int(result.scalar_one()))
         queue_leaf(self.session, appended)
+        if self.sequencer is not None:
+            self.sequencer.record_event(appended)
         return appended
 
     async def get(self, process_id: str, seq: int) -> StoredEvent | None:

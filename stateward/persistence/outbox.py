@@ -2,10 +2,10 @@
 
 `id` is the subscription cursor and must grow in COMMIT order, not just insert order,
 or a subscriber catching up with `id > cursor` could skip a row committed late. SQLite
-has one writer at a time, so this holds by construction. On PostgreSQL `append` first
-takes a transaction-scoped advisory lock, held until commit: outbox-writing transactions
-get their ids and commit one after another. Append outbox rows as the LAST write of a
-unit of work so that lock is held as briefly as possible.
+has one writer at a time, so this holds by construction. On PostgreSQL the rows are
+inserted by the sequencer step (`persistence/sequencer.py`) just before COMMIT, under the
+global advisory lock taken last: `stage` queues a row for it, and the row gets its id
+when the unit of work commits (`StagedMessage.sequenced()`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models_ops import Meta, Outbox
+from stateward.persistence.sequencer import (
+    LOCKED_INFO as _LOCKED,
+)
+from stateward.persistence.sequencer import (
+    SEQUENCER_LOCK_KEY,
+    Sequencer,
+    StagedMessage,
+)
 from stateward.records import OutboxFilter, OutboxRecord
 
 O = cast(Table, Outbox.__table__)  # noqa: E741
 MT = cast(Table, Meta.__table__)
-OUTBOX_LOCK_KEY = 0x5354_4157_0002
+#: The old name of the sequencer lock (the outbox was its only user).
+OUTBOX_LOCK_KEY = SEQUENCER_LOCK_KEY
 #: `meta` key: the highest outbox id committed by a runtime without publishers (a CLI tool
 #: has no bus). Relays publish such rows as a matter of course, not as crash recovery.
 HANDOFF_KEY = "outbox_handoff"
-_LOCKED = "stateward.outbox_locked"
-_INSERT = insert(O).returning(*O.c)
 
 
 async def take_sequence_lock(session: AsyncSession) -> None:
@@ -47,10 +54,11 @@ def _record(row: Any) -> OutboxRecord:
 class OutboxRepository(Repository):
     """Append, relay and catch-up reads of `outbox` rows."""
 
-    async def _lock_order(self) -> None:
-        await take_sequence_lock(self.session)
+    def __init__(self, session: AsyncSession, sequencer: Sequencer) -> None:
+        super().__init__(session)
+        self.sequencer = sequencer
 
-    async def append(
+    def stage(
         self,
         type: str,
         payload: dict[str, Any],
@@ -60,19 +68,18 @@ class OutboxRepository(Repository):
         workflow: str | None = None,
         instance_id: str | None = None,
         team: str | None = None,
-    ) -> OutboxRecord:
-        """Write one bus message (DESIGN §9 payload without `id`, which the row supplies)."""
-        await self._lock_order()
-        params = {
-            "type": type,
-            "payload": payload,
-            "created_at": now,
-            "namespace": namespace,
-            "workflow": workflow,
-            "instance_id": instance_id,
-            "team": team,
-        }
-        return _record((await self.session.execute(_INSERT, params)).one())
+    ) -> StagedMessage:
+        """Queue one bus message (DESIGN §9 payload without `id`, which the row supplies)
+        for the sequencer step; `.sequenced()` is its row once the unit of work committed."""
+        return self.sequencer.stage_message(
+            type,
+            payload,
+            now,
+            namespace=namespace,
+            workflow=workflow,
+            instance_id=instance_id,
+            team=team,
+        )
 
     async def unpublished(self, after_id: int = 0, limit: int = 100) -> list[OutboxRecord]:
         """Rows not yet published (the relay's work), in id order."""

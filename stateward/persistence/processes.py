@@ -94,6 +94,24 @@ class ProcessRepository(Repository):
             found.update({r.id: process_record(r) for r in rows})
         return found
 
+    async def lock(self, ids: Iterable[str]) -> dict[str, ProcessRecord]:
+        """Lock the existing processes among `ids` and return them, by id.
+
+        Step 1 of the lock order (`persistence/sequencer.py`): a transaction that writes
+        several processes locks all of them first, `FOR UPDATE` in ascending id order, so
+        two transactions never hold one row each while waiting for the other's. On
+        SQLite (one writer at a time) this is a plain read.
+        """
+        ordered = sorted(set(ids))
+        found: dict[str, ProcessRecord] = {}
+        for batch in chunks(ordered):
+            stmt = select(P).where(Process.id.in_(batch)).order_by(P.c.id)
+            if self.dialect == "postgresql":
+                stmt = stmt.with_for_update()
+            rows = await self.session.execute(stmt)
+            found.update({r.id: process_record(r) for r in rows})
+        return found
+
     async def children_by_parents(
         self, parent_ids: Iterable[str]
     ) -> dict[str, list[ProcessRecord]]:

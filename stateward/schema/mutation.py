@@ -8,7 +8,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, packages, writes
+from stateward.resolvers import idempotency, kernel, packages, writes
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.public import PublicEntry, PublicView
@@ -184,3 +184,8 @@ class Mutation:
         self, info: Info, token: str, action: str | None = None, input: JSON | None = None
     ) -> PublicView:
         return PublicView.from_domain(await kernel.advance_public(info, token, action, input))
+
+
+#: Mutations that write no event (sessions, tokens) or take a client-signed envelope.
+_NOT_KEYED = frozenset({"auth_challenge", "auth_login", "create_api_token", "submit_event"})
+idempotency.add_to(Mutation, skip=_NOT_KEYED)

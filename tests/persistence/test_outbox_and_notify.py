@@ -16,7 +16,7 @@ async def test_outbox_ids_are_monotonic_and_carry_the_payload(
     uow_factory: UnitOfWorkFactory,
 ) -> None:
     async with uow_factory() as uow:
-        first = await uow.outbox.append(
+        staged_first = uow.outbox.stage(
             "workflow.started",
             {"at": "2026-11-30T02:21:09.123Z", "instanceId": "i-1", "details": {}},
             T0,
@@ -24,8 +24,9 @@ async def test_outbox_ids_are_monotonic_and_carry_the_payload(
             workflow="customer/retail/onboarding",
             instance_id="i-1",
         )
-        second = await uow.outbox.append("workflow.assigned", {}, T0, team="analyst")
+        staged_second = uow.outbox.stage("workflow.assigned", {}, T0, team="analyst")
         await uow.commit()
+    first, second = staged_first.sequenced(), staged_second.sequenced()
     assert first.id < second.id
     assert first.message() == {
         "id": first.id,
@@ -61,10 +62,10 @@ async def test_a_cursor_reader_never_skips_rows_committed_concurrently(
         ids = []
         for _ in range(5):
             async with uow_factory() as uow:
-                row = await uow.outbox.append("workflow.updated", {"n": n}, T0)
+                row = uow.outbox.stage("workflow.updated", {"n": n}, T0)
                 await asyncio.sleep(rng.random() / 500)  # commit late, sometimes
                 await uow.commit()
-            ids.append(row.id)
+            ids.append(row.sequenced().id)
         return ids
 
     async def reader() -> list[int]:

@@ -30,7 +30,7 @@ async def fill_backlog(api: Api, count: int) -> None:
         for i in range(count):
             payload = {"namespace": "replay/burst", "workflow": "replay/burst/w",
                        "instanceId": f"i{i}", "data": {"blob": "x" * 4096}}  # fmt: skip
-            await uow.outbox.append("workflow.started", payload, now, namespace="replay/burst")
+            uow.outbox.stage("workflow.started", payload, now, namespace="replay/burst")
         await uow.commit()
 
 

@@ -42,7 +42,7 @@ async def _write(runtime: Runtime, count: int, *, age: float = 0.0) -> list[dict
     created = datetime.now(UTC) - timedelta(seconds=age)
     async with runtime.uow() as uow:
         rows = [
-            await uow.outbox.append(
+            uow.outbox.stage(
                 "workflow.updated",
                 {"namespace": "acme", "instanceId": f"i{n}"},
                 created,
@@ -51,7 +51,7 @@ async def _write(runtime: Runtime, count: int, *, age: float = 0.0) -> list[dict
             for n in range(count)
         ]
         await uow.commit()
-    return [r.message() for r in rows]
+    return [r.sequenced().message() for r in rows]
 
 
 async def _take(sub: LocalSubscription, count: int) -> list[int]:

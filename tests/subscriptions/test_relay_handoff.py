@@ -36,11 +36,11 @@ async def _commit(runtime: Runtime, count: int, age: float) -> list[dict[str, An
     created = datetime.now(UTC) - timedelta(seconds=age)
     async with runtime.uow() as uow:
         rows = [
-            await uow.outbox.append("workflow.updated", {"namespace": "acme"}, created)
+            uow.outbox.stage("workflow.updated", {"namespace": "acme"}, created)
             for _ in range(count)
         ]
         await uow.commit()
-    return [r.message() for r in rows]
+    return [r.sequenced().message() for r in rows]
 
 
 async def test_rows_of_a_tool_without_a_bus_are_published_quietly(

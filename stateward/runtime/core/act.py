@@ -13,6 +13,8 @@ answered `CONFLICT`. Nothing is ever half written.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,16 +31,19 @@ from stateward.domain.errors import (
     INVALID_INPUT,
     NOT_FOUND,
     REPLAYED,
+    UNAVAILABLE,
     DomainError,
 )
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import is_namespace, is_registry_id, registry_id
-from stateward.governance.envelope import SignedEnvelope
+from stateward.governance.envelope import Envelope, SignedEnvelope
 from stateward.governance.keys import is_public_key, verify_signature
 from stateward.governance.verification import verify_envelope
 from stateward.observe import metrics, tracing
 from stateward.observe.act import observed_act
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
+from stateward.persistence.errors import is_transient
+from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before, retry_transient
 from stateward.records import (
     INSTANCE,
     REGISTRY,
@@ -47,6 +52,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
+from stateward.runtime.core.idempotency import is_keyed, same_request
 from stateward.runtime.core.kernel import (
     START,
     ActContext,
@@ -59,6 +65,7 @@ from stateward.runtime.core.kernel import (
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.core.writes import Written, write_event
 
+log = logging.getLogger(__name__)
 #: How often a server-attested event is re-evaluated after losing a seq race.
 MAX_ATTEMPTS = 50
 BOOTSTRAP_SUFFIX = "/bootstrap"
@@ -87,9 +94,14 @@ def parse_signed(body: str | bytes | Mapping[str, Any]) -> SignedEnvelope:
 
 
 async def act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
-    """Verify and apply one signed envelope (see the module docstring); the only writer."""
+    """Verify and apply one signed envelope (see the module docstring); the only writer.
+
+    An envelope whose nonce comes from an idempotency key (`runtime/core/idempotency.py`)
+    that was already used answers the original event when it asks for the same thing,
+    else `REPLAYED`.
+    """
     with observed_act(op_label(signed)) as seen:
-        return seen.done(await _act(runtime, signed, attested=attested))
+        return seen.done(await _keyed_act(runtime, signed, attested=attested))
 
 
 def op_label(signed: SignedEnvelope) -> str:
@@ -100,6 +112,25 @@ def op_label(signed: SignedEnvelope) -> str:
     except DomainError:
         return "unknown"
     return op.__name__.removeprefix("op_")
+
+
+async def _keyed_act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
+    """`_act`, answering a retried idempotency key with its original event."""
+    envelope = signed.envelope
+    keyed = is_keyed(envelope)
+    if keyed:
+        original = await _keyed_original(runtime, envelope)
+        if original is not None:
+            return original
+    try:
+        return await _act(runtime, signed, attested=attested)
+    except DomainError as error:
+        if error.code != REPLAYED or not keyed:
+            raise
+        original = await _keyed_original(runtime, envelope)  # a concurrent retry won
+        if original is None:
+            raise
+        return original
 
 
 async def _act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
@@ -118,6 +149,33 @@ async def _act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> A
     return await act_verified(runtime, signed, identity, now, attested=attested)
 
 
+async def _keyed_original(runtime: Runtime, envelope: Envelope) -> ActResult | None:
+    """The event stored under this keyed envelope's (actor, nonce): the original when it
+    is the same request (`duplicate`), REPLAYED when it is another; None when unused."""
+
+    async def lookup() -> tuple[StoredEvent, ProcessRecord] | None:
+        async with runtime.uow(readonly=True) as uow:
+            stored = await uow.events.by_nonce(envelope.actor, envelope.nonce)
+            if stored is None:
+                return None
+            record = await uow.processes.get(stored.process_id)
+            assert record is not None
+            return stored, record
+
+    found = await retry_transient(lookup, what=f"idempotency key check on {envelope.process}")
+    if found is None:
+        return None
+    stored, record = found
+    if not same_request(stored, envelope):
+        raise DomainError(
+            REPLAYED,
+            "this idempotencyKey was already used for a different request "
+            f"(event {stored.seq} of {stored.process_id})",
+            details={"actor": envelope.actor, "process": stored.process_id, "seq": stored.seq},
+        )
+    return ActResult(stored, record.snapshot(), record, None, duplicate=True)
+
+
 async def act_verified(
     runtime: Runtime,
     signed: SignedEnvelope,
@@ -127,25 +185,45 @@ async def act_verified(
     attested: bool,
     cache: ReadCache | None = None,
 ) -> ActResult:
-    """`act` after the signature checks: one transaction per event (with retries)."""
+    """`act` after the signature checks: one transaction per event, run again on fresh
+    state after a lost seq race (server-attested events) and after a transient database
+    fault (any event: the seq check makes it committed once or not at all)."""
     envelope = signed.envelope
     written: Written | None = None
-    for _attempt in range(MAX_ATTEMPTS if attested else 1):
+    races = faults = 0
+    while True:
         try:
             async with runtime.uow() as uow:
                 with tracing.span("act.engine"):
-                    written = await apply_in(runtime, uow, signed, identity, now, cache=cache)
+                    attempt = await apply_in(runtime, uow, signed, identity, now, cache=cache)
                 with tracing.span("act.commit"):
                     await uow.commit()
+            written = attempt
             break
         except SeqConflict:
-            now = runtime.clock.now()
-            continue
+            races += 1
+            if not attested or races >= MAX_ATTEMPTS:
+                break
         except (DomainError, DuplicateEvent, NonceConflict) as error:
             return await _resubmission(runtime, signed, identity, error)
         except IntegrityError as error:
             conflict = DomainError(CONFLICT, f"concurrent write on {envelope.process}: {error}")
             return await _resubmission(runtime, signed, identity, conflict)
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            if faults >= TRANSIENT_ATTEMPTS:
+                raise DomainError(
+                    UNAVAILABLE,
+                    f"the database stayed unavailable ({describe(error)}); nothing was "
+                    "applied twice: retry later (with the same idempotencyKey)",
+                ) from error
+            faults += 1
+            log.info("event on %s: transient database fault (%s); retry %d", envelope.process,
+                     describe(error), faults)  # fmt: skip
+            await asyncio.sleep(pause_before(faults))
+        cache = None  # a retry reads everything afresh
+        now = runtime.clock.now()
     if written is None:
         raise DomainError(
             CONFLICT,
@@ -205,10 +283,9 @@ class ReadCache:
         self.processes.clear()
 
     async def prefetch(self, uow: UnitOfWork, process_ids: list[str]) -> None:
-        """Read the batch's processes in one query (SQLite: the write lock is held, so
-        they cannot change underneath; PostgreSQL reads each row `FOR UPDATE` instead)."""
-        if uow.dialect == "sqlite":
-            self.processes.update(await uow.processes.processes_by_ids(process_ids))
+        """Lock and read the batch's processes in one query, in id order (step 1 of the
+        lock order, `persistence/sequencer.py`; SQLite: the write lock is already held)."""
+        self.processes.update(await uow.processes.lock(process_ids))
 
 
 async def check_revoked(
@@ -400,6 +477,31 @@ async def _resubmission(
 ) -> ActResult:
     """After a failure: the original event if this envelope was already applied,
     REPLAYED if its (actor, nonce) was used by another envelope, else the error."""
+    found = await retry_transient(
+        lambda: _stored_original(
+            runtime, signed, identity, check_nonce or isinstance(error, NonceConflict)
+        ),
+        what=f"resubmission check on {signed.envelope.process}",
+    )
+    if isinstance(found, ActResult):
+        return found
+    envelope = signed.envelope
+    if found or isinstance(error, NonceConflict):
+        raise DomainError(
+            REPLAYED,
+            f"nonce {envelope.nonce} of actor {envelope.actor} was already used for another event",
+            details={"actor": envelope.actor, "nonce": envelope.nonce},
+        ) from error
+    if isinstance(error, DomainError):
+        raise error
+    raise DomainError(CONFLICT, str(error)) from error
+
+
+async def _stored_original(
+    runtime: Runtime, signed: SignedEnvelope, identity: str, check_nonce: bool
+) -> ActResult | bool:
+    """The stored event of this very envelope (as a duplicate result), else whether its
+    (actor, nonce) is used by another event (only looked up when `check_nonce`)."""
     envelope = signed.envelope
     async with runtime.uow(readonly=True) as uow:
         existing = await uow.events.by_identity(identity)
@@ -408,15 +510,6 @@ async def _resubmission(
             record = await uow.processes.get(existing.process_id)
             assert record is not None
             return ActResult(existing, record.snapshot(), record, None, duplicate=True)
-        if check_nonce or isinstance(error, NonceConflict):
-            used = await uow.events.by_nonce(envelope.actor, envelope.nonce)
-            if used is not None or isinstance(error, NonceConflict):
-                raise DomainError(
-                    REPLAYED,
-                    f"nonce {envelope.nonce} of actor {envelope.actor} was already used "
-                    "for another event",
-                    details={"actor": envelope.actor, "nonce": envelope.nonce},
-                ) from error
-    if isinstance(error, DomainError):
-        raise error
-    raise DomainError(CONFLICT, str(error)) from error
+        if check_nonce:
+            return await uow.events.by_nonce(envelope.actor, envelope.nonce) is not None
+    return False

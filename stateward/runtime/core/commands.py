@@ -18,6 +18,7 @@ from stateward.governance.envelope import SignedEnvelope, build_envelope
 from stateward.governance.keys import KeyPair
 from stateward.governance.verification import sign_envelope
 from stateward.runtime.core.act import ActResult, act
+from stateward.runtime.core.idempotency import derived_instance_id, derived_nonce
 from stateward.runtime.core.kernel import ADVANCE, CANCEL, START
 from stateward.runtime.core.services import Runtime
 
@@ -30,10 +31,12 @@ def attest(
     workflow: str,
     input: Mapping[str, Any] | None = None,
 ) -> SignedEnvelope:
-    """An envelope for `actor_id`, stamped now, built and signed by the node key."""
+    """An envelope for `actor_id`, stamped now, built and signed by the node key (its
+    nonce derived from the caller's idempotency key when one is in effect)."""
     envelope = build_envelope(
-        runtime.net, process, action, workflow, dict(input or {}), actor_id, runtime.clock.now()
-    )
+        runtime.net, process, action, workflow, dict(input or {}), actor_id,
+        runtime.clock.now(), derived_nonce(actor_id),
+    )  # fmt: skip
     return sign_envelope(envelope, runtime.node_key)
 
 
@@ -89,8 +92,9 @@ async def start_instance(
     data: Mapping[str, Any] | None = None,
     id: str | None = None,
 ) -> ActResult:
-    """Start an instance of the latest version of `workflow` (id: a new UUID if None)."""
-    process = id or str(uuid.uuid4())
+    """Start an instance of the latest version of `workflow` (id: a new UUID if None, or
+    one derived from the idempotency key in effect, so a retry starts the same one)."""
+    process = id or derived_instance_id(actor) or str(uuid.uuid4())
     signed = attest(runtime, actor, process, START, workflow, {"data": dict(data or {})})
     return await act(runtime, signed, attested=True)
 

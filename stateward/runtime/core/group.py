@@ -28,6 +28,8 @@ from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope
 from stateward.observe import metrics, tracing
 from stateward.persistence import PersistenceConflict, SeqConflict
+from stateward.persistence.errors import is_transient
+from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before
 from stateward.records import REGISTRY
 from stateward.runtime.core.act import (
     ActResult,
@@ -64,6 +66,9 @@ class GroupCommitter:
         self.max_batch = max_batch
         self.batches = 0
         self.events = 0
+        #: Batches run again after a transient fault / applied one by one after a failure.
+        self.retried = 0
+        self.fallbacks = 0
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._finishing: set[asyncio.Task[None]] = set()
@@ -105,15 +110,19 @@ class GroupCommitter:
         """Apply `items` in one transaction. When one is refused, the transaction is
         rolled back and the others form a new batch (a refused event never leaves a
         partial write behind); the refused ones are answered after the commit, so a
-        resubmission of an envelope of the same batch finds its original."""
+        resubmission of an envelope of the same batch finds its original. A transient
+        database fault runs the batch again (`retry.TRANSIENT_ATTEMPTS` times); any other
+        failure of the transaction applies the events one by one, and says why."""
         runtime = self.runtime
         refused: list[_Item] = []
+        faults = 0
         while items:
             now = runtime.clock.now()
             failed: _Item | None = None
             try:
                 async with runtime.uow() as uow:
                     cache = ReadCache()
+                    # Lock order step 1: every existing process of the batch, by id.
                     await cache.prefetch(uow, [item.signed.envelope.process for item in items])
                     for item in items:
                         try:
@@ -132,8 +141,23 @@ class GroupCommitter:
                         tracing.record_span(
                             "act.commit", committing, time.time_ns(), (i.trace for i in items)
                         )
-            except Exception:  # the commit itself failed: everyone alone, one by one
-                log.warning("group commit failed; applying %d events one by one", len(items))
+            except Exception as error:
+                for item in items:
+                    item.written, item.error = None, None
+                if is_transient(error) and faults < TRANSIENT_ATTEMPTS:
+                    faults += 1
+                    self.retried += 1
+                    log.info("group commit of %d events: transient database fault (%s); "
+                             "retry %d", len(items), describe(error), faults)  # fmt: skip
+                    await asyncio.sleep(pause_before(faults))
+                    continue
+                self.fallbacks += 1
+                log.warning(
+                    "group commit failed (%s); applying %d events one by one",
+                    describe(error),
+                    len(items) + len(refused),
+                    exc_info=not is_transient(error),
+                )
                 for item in items + refused:
                     item.written, item.error = None, None
                     await self._alone(item)

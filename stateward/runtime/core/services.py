@@ -31,6 +31,7 @@ from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.node_key import load_or_create_node_key
 from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
 from stateward.persistence.outbox import HANDOFF_KEY
+from stateward.persistence.uow import DbTimeouts
 from stateward.records import WorkflowVersionRecord
 from stateward.runtime.core.clock import Clock, SystemClock
 from stateward.settings import Settings
@@ -142,7 +143,10 @@ class Runtime:
                 key = load_or_create_node_key(default_node_key_path(settings))
             else:
                 key = generate_keypair()
-            factory = UnitOfWorkFactory.from_engine(engine)
+            lock_ms = settings.lock_timeout_ms
+            factory = UnitOfWorkFactory.from_engine(
+                engine, DbTimeouts(lock_ms=lock_ms, idle_ms=lock_ms)
+            )
             net, trusted = await _deployment_facts(factory, key.public, register=register_node)
         except BaseException:
             if own_engine:

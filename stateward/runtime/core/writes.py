@@ -30,6 +30,7 @@ from stateward.domain.registry import owns
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
 from stateward.governance.verification import sign_envelope
+from stateward.persistence.sequencer import StagedMessage
 from stateward.records import (
     INSTANCE,
     REGISTRY,
@@ -54,14 +55,20 @@ _REGISTRY_QUIET = frozenset({ev.WORKFLOW_STARTED, ev.WORKFLOW_UPDATED})
 
 @dataclass
 class Written:
-    """What one event wrote: its row, the process after it, children and outbox rows."""
+    """What one event wrote: its row, the process after it, children and outbox rows
+    (staged for the sequencer step: their ids exist once the unit of work committed)."""
 
     event: StoredEvent
     process: ProcessRecord
     outcome: Outcome
     children: list[ProcessRecord] = field(default_factory=list)
-    outbox: list[OutboxRecord] = field(default_factory=list)
+    staged: list[StagedMessage] = field(default_factory=list)
     hooks: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def outbox(self) -> list[OutboxRecord]:
+        """The outbox rows, with their ids (only after the commit)."""
+        return [m.sequenced() for m in self.staged]
 
 
 def _dt(text: str | None) -> datetime | None:
@@ -168,11 +175,11 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
         await write(stored)
     written = Written(event=stored, process=record, outcome=outcome)
     assignment_ids = await _effects(ctx, outcome, record, written)
-    written.outbox.extend(await _outbox(ctx, outcome, record, assignment_ids))
+    written.staged.extend(_outbox(ctx, outcome, record, assignment_ids, stored))
     if joins.ends_child(ctx, record, outcome):
         told = await joins.tell_parent(ctx, record, outcome)
         if told is not None:
-            written.outbox.extend(told.outbox)
+            written.staged.extend(told.staged)
             written.hooks.extend(told.hooks)
             written.children.extend(told.children)
     return written
@@ -302,7 +309,7 @@ async def _spawn(
     )
     child = await write_event(child_ctx, outcome)
     written.children.extend(child.children)
-    written.outbox.extend(child.outbox)
+    written.staged.extend(child.staged)
     written.hooks.extend(child.hooks)
     return child.process
 
@@ -337,13 +344,16 @@ def payload(
     }
 
 
-async def _outbox(
+def _outbox(
     ctx: ActContext,
     outcome: Outcome,
     record: ProcessRecord,
     assignment_ids: dict[str, list[str]],
-) -> list[OutboxRecord]:
-    """One outbox row per domain event of the outcome (the last writes of the event)."""
+    stored: StoredEvent,
+) -> list[StagedMessage]:
+    """One outbox row per domain event of the outcome, staged for the sequencer step.
+    Each carries the log event it came from (`process`, `seq`, `hash`), so subscribers
+    can tell two messages of one batch apart and map each to its event."""
     rows = []
     for event in outcome.events:
         if record.kind == REGISTRY and event.type in _REGISTRY_QUIET:
@@ -363,8 +373,9 @@ async def _outbox(
         if len(ids) > 1:
             body[ev.F_DETAILS] = {**body[ev.F_DETAILS], "assignments": ids}
         body.update(ctx.payload_overrides.get(event.type, {}))
+        body.update({ev.F_PROCESS: stored.process_id, ev.F_SEQ: stored.seq, ev.F_HASH: stored.hash})
         rows.append(
-            await ctx.uow.outbox.append(
+            ctx.uow.outbox.stage(
                 event.type,
                 body,
                 ctx.now,

@@ -65,9 +65,9 @@ async def checkpoint(runtime: Runtime, *, force: bool = False) -> CheckpointReco
                 body=checkpoint_bytes(signed.body).decode("utf-8"),
             )
         )
-        row = await uow.outbox.append(ev.LOG_CHECKPOINT, _payload(record), now)
+        staged = uow.outbox.stage(ev.LOG_CHECKPOINT, _payload(record), now)
         await uow.commit()
-    await runtime.publish([row.message()])
+    await runtime.publish([staged.sequenced().message()])
     return record
 
 

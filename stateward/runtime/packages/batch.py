@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy.exc import IntegrityError
 
 from stateward.domain.errors import CONFLICT, REPLAYED, DomainError
 from stateward.governance.envelope import SignedEnvelope
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict
+from stateward.persistence.retry import retry_transient
 from stateward.runtime.access.governance_ops import PENDING_WORKFLOWS
 from stateward.runtime.core.act import (
     MAX_ATTEMPTS,
@@ -63,7 +65,10 @@ async def act_many(
     written: list[Written] | None = None
     for _attempt in range(MAX_ATTEMPTS if attested else 1):
         try:
-            written = await _apply_all(runtime, signed, identities, now, pending_workflows)
+            written = await retry_transient(
+                partial(_apply_all, runtime, signed, identities, now, pending_workflows),
+                what="batch of events",
+            )
             break
         except SeqConflict:
             now = runtime.clock.now()
@@ -91,6 +96,8 @@ async def _apply_all(
     """One unit of work: apply every envelope, then commit (rolled back on any error)."""
     async with runtime.uow() as uow:
         uow.session.info[PENDING_WORKFLOWS] = frozenset(pending_workflows)
+        # Lock order step 1: every existing process of the batch, in id order.
+        await uow.processes.lock(item.envelope.process for item in signed)
         written = []
         for index, (item, identity) in enumerate(zip(signed, identities, strict=True)):
             try:

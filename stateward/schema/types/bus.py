@@ -29,6 +29,15 @@ class BusEvent:
     assignment_id: str | None
     team: str | None
     details: JSON | None
+    process: str | None = strawberry.field(
+        default=None, description="The process whose log holds the event (instance or registry)."
+    )
+    seq: int | None = strawberry.field(
+        default=None, description="The event's position in that process's log."
+    )
+    hash: str | None = strawberry.field(
+        default=None, description="The event's chain hash: maps the message to its log event."
+    )
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> BusEvent:
@@ -41,5 +50,6 @@ class BusEvent:
             actor=payload.get("actor"), action=payload.get("action"),
             from_state=payload.get("fromState"), to_state=payload.get("toState"),
             assignment_id=payload.get("assignmentId"), team=payload.get("team"),
-            details=payload.get("details"),
+            details=payload.get("details"), process=payload.get("process"),
+            seq=payload.get("seq"), hash=payload.get("hash"),
         )  # fmt: skip

@@ -1,0 +1,61 @@
+"""Running a transaction again after a transient database fault.
+
+A dropped or killed connection, a serialization failure, a deadlock victim, a lock or
+idle timeout (`errors.is_transient`) says nothing about the work itself: the server runs
+the whole unit of work again, after a short jittered pause, instead of answering the
+client `INTERNAL_ERROR`. For event writes this is safe by construction: an event is
+committed once or not at all (the process seq check and the unique envelope identity),
+so a retry after an ambiguous COMMIT finds the original (`duplicate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from stateward.persistence.errors import is_transient
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: How many times a unit of work is run again after transient faults (then it raises).
+TRANSIENT_ATTEMPTS = 8
+_FIRST_PAUSE = 0.02
+_MAX_PAUSE = 1.0
+
+
+def pause_before(attempt: int) -> float:
+    """Seconds to wait before retry number `attempt` (1-based): doubling from 20 ms, at
+    most 1 s, ±50 % jitter so that the nodes that collided do not collide again."""
+    base = min(_MAX_PAUSE, _FIRST_PAUSE * (2 ** max(0, attempt - 1)))
+    return base * random.uniform(0.5, 1.5)
+
+
+def describe(error: BaseException) -> str:
+    """`Type: first line` of an error, for one-line log messages."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+async def retry_transient(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    attempts: int = TRANSIENT_ATTEMPTS,
+) -> T:
+    """`await operation()`, run again (up to `attempts` more times) while it fails with a
+    transient database fault. `operation` must open its own unit of work."""
+    attempt = 0
+    while True:
+        try:
+            return await operation()
+        except Exception as error:
+            if not is_transient(error) or attempt >= attempts:
+                raise
+            attempt += 1
+            log.info("%s: transient database fault (%s); retry %d", what, describe(error),
+                     attempt)  # fmt: skip
+            await asyncio.sleep(pause_before(attempt))

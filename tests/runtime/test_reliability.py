@@ -1,0 +1,214 @@
+"""Reliability on PostgreSQL: the lock order (no deadlocks between nodes), bounded waits
+behind a stalled peer, and transient faults retried inside the server (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from kernel_fixtures import TICKET, TIMED, Desk
+from sqlalchemy import text
+
+from stateward.governance.keys import KeyPair, generate_keypair
+from stateward.persistence.sequencer import SEQUENCER_LOCK_KEY
+from stateward.runtime.access.genesis import init
+from stateward.runtime.core.commands import perform_action, start_instance
+from stateward.runtime.core.group import GroupCommitter
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.verify import verify
+from stateward.runtime.ticker import tick
+from stateward.settings import Settings
+
+pytestmark = pytest.mark.postgres
+
+QUICK = {**TICKET, "$path": "ops/desk/quick"}
+QUICK["states"] = {
+    **TICKET["states"],
+    "review": {"label": "Review", "assign": "analyst", "sla_seconds": 1},
+}
+TIMER = {**TIMED, "$path": "ops/desk/quicktimer"}
+TIMER["actions"] = {
+    **TIMED["actions"],
+    "arm": {"from": "waiting", "schedule": [{"action": "expire", "after": 1}]},
+}
+
+
+@pytest.fixture
+async def nodes(postgres_db_url: str) -> AsyncIterator[tuple[Runtime, Runtime, KeyPair]]:
+    """Two runtimes ("nodes": separate engines and pools, each its own group-commit
+    writer) on one fresh PostgreSQL database, initialized; and the operator key."""
+    operator = generate_keypair()
+    settings = Settings(database_url=postgres_db_url)
+    a = await Runtime.open(settings, node_key=generate_keypair())
+    b = await Runtime.open(settings, create_schema=False, node_key=generate_keypair())
+    try:
+        await init(a, operator.public)
+        yield a, b, operator
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def _deadlocks(rt: Runtime) -> int:
+    async with rt.uow(readonly=True) as uow:
+        await uow.session.execute(text("SELECT pg_stat_clear_snapshot()"))
+        value = await uow.session.execute(
+            text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        )
+        return int(value.scalar_one())
+
+
+async def test_two_nodes_writing_the_same_instances_while_sweeping_never_deadlock(nodes):
+    a, b, operator = nodes
+    desk = await Desk(a, operator).setup(QUICK, TIMER)
+    tickets = []
+    for _ in range(6):
+        pid = (await start_instance(a, desk.admin, QUICK["$path"], {})).record.id
+        await perform_action(a, desk.admin, pid, "submit", {})
+        tickets.append(pid)
+    timers = []
+    for _ in range(6):
+        tid = (await start_instance(a, desk.admin, TIMER["$path"], {})).record.id
+        await perform_action(a, desk.admin, tid, "arm", {})
+        timers.append(tid)
+    before = await _deadlocks(a)
+    rng = random.Random(11)
+    stop = asyncio.Event()
+    fired: Counter[str] = Counter()
+
+    async def writer(rt: Runtime, n: int) -> list[str]:
+        done = []
+        for _ in range(n):
+            pid = rng.choice(tickets)
+            await perform_action(rt, desk.admin, pid, "note", {})
+            done.append(pid)
+        return done
+
+    async def sweeper(rt: Runtime) -> None:
+        while not stop.is_set():
+            report = await tick(rt)
+            assert report.errors == {}, report.errors
+            fired.update(f"w:{p}" for p in report.sla.warnings)
+            fired.update(f"b:{p}" for p in report.sla.breaches)
+            fired.update(f"t:{t}" for t in report.timers.fired)
+            await asyncio.sleep(0.05)
+
+    sweeps = [asyncio.create_task(sweeper(rt)) for rt in (a, b)]
+    written = await asyncio.gather(*(writer(rt, 15) for rt in (a, b) for _ in range(8)))
+    await asyncio.sleep(1.5)  # let the last SLA deadlines and timers come due and fire
+    stop.set()
+    await asyncio.gather(*sweeps)
+
+    assert await _deadlocks(a) - before == 0
+    for rt in (a, b):
+        committer = rt.committer
+        assert isinstance(committer, GroupCommitter)
+        assert committer.fallbacks == 0
+    notes = Counter(pid for done in written for pid in done)
+    for pid in tickets:
+        assert (await desk.process(pid)).data.get("notes", 0) == notes[pid]
+        kinds = Counter(e.input["kind"] for e in await _log(a, pid) if e.action == "$sla")
+        assert kinds == {"warning": 1, "breach": 1}, (pid, kinds)
+        assert fired[f"w:{pid}"] == 1 and fired[f"b:{pid}"] == 1
+    for tid in timers:
+        assert [e.action for e in await _log(a, tid)].count("$timer") == 1
+    report = await verify(a)
+    assert report.valid, [p.line() for p in report.problems]
+
+
+async def _in_review(desk: Desk) -> str:
+    pid = (await start_instance(desk.rt, desk.admin, QUICK["$path"], {})).record.id
+    await perform_action(desk.rt, desk.admin, pid, "submit", {})
+    return pid
+
+
+async def _log(rt: Runtime, pid: str) -> list:
+    async with rt.uow(readonly=True) as uow:
+        return await uow.events.for_process(pid)
+
+
+async def test_a_stalled_peer_holding_a_process_row_costs_about_a_second(nodes):
+    a, b, operator = nodes
+    desk = await Desk(a, operator).setup(QUICK)
+    pid = await _in_review(desk)
+    async with b.uow() as stalled:  # a node paused inside its transaction (SIGSTOP)
+        await stalled.processes.get(pid, for_update=True)
+        started = time.monotonic()
+        result = await perform_action(a, desk.admin, pid, "note", {})
+        waited = time.monotonic() - started
+        await asyncio.sleep(0)
+    assert result.event.action == "note" and not result.duplicate
+    assert waited < 2.5, waited  # lock_timeout 1 s + idle timeout 1 s ended the stalled one
+    assert (await desk.process(pid)).data["notes"] == 1
+
+
+async def test_a_stalled_peer_holding_the_sequencer_lock_costs_about_a_second(nodes):
+    a, b, operator = nodes
+    desk = await Desk(a, operator).setup(QUICK)
+    pid = await _in_review(desk)
+    async with b.uow() as stalled:
+        await stalled.session.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": SEQUENCER_LOCK_KEY}
+        )
+        started = time.monotonic()
+        await perform_action(a, desk.admin, pid, "note", {})
+        waited = time.monotonic() - started
+    assert waited < 2.5, waited
+    assert (await desk.process(pid)).data["notes"] == 1
+
+
+async def test_connections_killed_mid_transaction_are_retried_not_reported(nodes):
+    a, b, operator = nodes
+    desk = await Desk(a, operator).setup(QUICK)
+    tickets = [await _in_review(desk) for _ in range(4)]
+    stop = asyncio.Event()
+    killed = 0
+
+    async def killer() -> None:  # like pg_terminate_backend from an operator, 12 times
+        nonlocal killed
+        while not stop.is_set() and killed < 12:
+            async with b.uow(readonly=True) as uow:
+                rows = await uow.session.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                        "AND state LIKE 'idle in transaction%'"
+                    )
+                )
+                killed += sum(1 for (ok,) in rows if ok)
+            await asyncio.sleep(0.05)
+
+    killing = asyncio.create_task(killer())
+    results = await asyncio.gather(
+        *(perform_action(a, desk.admin, tickets[i % 4], "note", {"i": i}) for i in range(60))
+    )
+    stop.set()
+    await killing
+    assert killed > 0  # the faults really happened
+    per_ticket = Counter(r.record.id for r in results)
+    for pid in tickets:
+        events = await _log(a, pid)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        notes = [e for e in events if e.action == "note"]
+        assert len(notes) == per_ticket[pid]  # each acknowledged note stored exactly once
+        assert len({e.input["i"] for e in notes}) == len(notes)
+    report = await verify(a)
+    assert report.valid, [p.line() for p in report.problems]
+
+
+async def test_bus_messages_carry_the_log_event_they_came_from(nodes):
+    a, _b, operator = nodes
+    desk = await Desk(a, operator).setup(QUICK)
+    pid = await _in_review(desk)
+    first = await perform_action(a, desk.admin, pid, "note", {})
+    second = await perform_action(a, desk.admin, pid, "note", {})
+    one, two = first.outbox[0].message(), second.outbox[0].message()
+    assert (one["process"], one["seq"], one["hash"]) == (pid, first.event.seq, first.event.hash)
+    assert (two["process"], two["seq"], two["hash"]) == (pid, second.event.seq, second.event.hash)
+    assert {k: v for k, v in one.items() if k not in ("id", "at", "seq", "hash")} == {
+        k: v for k, v in two.items() if k not in ("id", "seq", "hash")
+    }
