@@ -210,5 +210,5 @@ async def test_bus_messages_carry_the_log_event_they_came_from(nodes):
     assert (one["process"], one["seq"], one["hash"]) == (pid, first.event.seq, first.event.hash)
     assert (two["process"], two["seq"], two["hash"]) == (pid, second.event.seq, second.event.hash)
     assert {k: v for k, v in one.items() if k not in ("id", "at", "seq", "hash")} == {
-        k: v for k, v in two.items() if k not in ("id", "seq", "hash")
+        k: v for k, v in two.items() if k not in ("id", "at", "seq", "hash")
     }
