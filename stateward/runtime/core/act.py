@@ -479,7 +479,7 @@ async def _resubmission(
     REPLAYED if its (actor, nonce) was used by another envelope, else the error."""
     found = await retry_transient(
         lambda: _stored_original(
-            runtime, signed, identity, check_nonce or isinstance(error, NonceConflict)
+            runtime, signed, identity, check_nonce or isinstance(error, NonceConflict), error
         ),
         what=f"resubmission check on {signed.envelope.process}",
     )
@@ -498,7 +498,7 @@ async def _resubmission(
 
 
 async def _stored_original(
-    runtime: Runtime, signed: SignedEnvelope, identity: str, check_nonce: bool
+    runtime: Runtime, signed: SignedEnvelope, identity: str, check_nonce: bool, error: Exception
 ) -> ActResult | bool:
     """The stored event of this very envelope (as a duplicate result), else whether its
     (actor, nonce) is used by another event (only looked up when `check_nonce`)."""
