@@ -260,6 +260,11 @@ class Soak:
                                "mutation($d:JSON!){addWorkflow(definition:$d){path}}",
                                {"d": definition})  # fmt: skip
             self.net = (await self._ok(http, self.nodes[0].url, "{net}", {}))["net"]
+            grant = ('mutation($n:String!,$a:String!){grantRole(namespace:$n,actor:$a,'
+                     'roles:["writer"]){namespace}}')  # fmt: skip
+            # Client-signed writers must be able to read what they write (tenant isolation).
+            v = {"n": NS, "a": self.client_key.public}
+            await self._ok(http, self.nodes[0].url, grant, v)
             start = "mutation($w:String!){startInstance(workflow:$w){instanceId}}"
             self.counters = [
                 (await self._ok(http, self.nodes[0].url, start, {"w": COUNTER["$path"]}))[
