@@ -292,6 +292,9 @@ async def _spawn(
         ts=envelope.ts,
         event_id=identity,
         process_id=spawn.child_id,
+        # The target namespace's `allow_spawn` grant is what authorizes a spawn into it:
+        # its start policy (`start.roles`, `spawn_only`) is for direct starts.
+        authorize=not foreign,
     )
     child_ctx = ActContext(
         runtime=runtime,
