@@ -118,8 +118,27 @@ async def _on_warning(
 ) -> None:
     """A warning notifies the assignee (else the team), like a breach but without the
     webhook; a state opts out with `sla_warning_notify: false` (DSL 2.1)."""
-    body = {
-        "type": ev.SLA_WARNING,
+    due = format_ts(process.sla_due_at) if process.sla_due_at else None
+    body = _body(ev.SLA_WARNING, ctx, process, event, team, assignee,
+                 warnAt=format_ts(deadline), dueAt=due)  # fmt: skip
+    recipient = recipient_for(assignee, team or None, process.started_by)
+    if recipient is not None:
+        await notify(ctx.uow, recipient, process.namespace, ev.SLA_WARNING, body, ctx.now,
+                     process.id)  # fmt: skip
+
+
+def _body(
+    kind: str,
+    ctx: ActContext,
+    process: ProcessRecord,
+    event: StoredEvent,
+    team: str | None,
+    assignee: str | None,
+    **deadlines: str | None,
+) -> dict[str, Any]:
+    """The notification body of an SLA mark: the instance, who holds it, its deadlines."""
+    return {
+        "type": kind,
         "at": ctx.envelope.ts,
         "namespace": process.namespace,
         "workflow": process.workflow,
@@ -128,14 +147,9 @@ async def _on_warning(
         "state": process.state,
         "team": team,
         "assignee": assignee,
-        "warnAt": format_ts(deadline),
-        "dueAt": format_ts(process.sla_due_at) if process.sla_due_at else None,
+        **deadlines,
         "seq": event.seq,
     }
-    recipient = recipient_for(assignee, team or None, process.started_by)
-    if recipient is not None:
-        await notify(ctx.uow, recipient, process.namespace, ev.SLA_WARNING, body, ctx.now,
-                     process.id)  # fmt: skip
 
 
 async def _on_breach(
@@ -147,19 +161,8 @@ async def _on_breach(
     deadline: datetime,
 ) -> None:
     """A breach notifies the assignee (else the team) and queues the namespace webhook."""
-    body = {
-        "type": ev.SLA_BREACHED,
-        "at": ctx.envelope.ts,
-        "namespace": process.namespace,
-        "workflow": process.workflow,
-        "version": process.workflow_version,
-        "instanceId": process.id,
-        "state": process.state,
-        "team": team,
-        "assignee": assignee,
-        "dueAt": format_ts(deadline),
-        "seq": event.seq,
-    }
+    body = _body(ev.SLA_BREACHED, ctx, process, event, team, assignee,
+                 dueAt=format_ts(deadline))  # fmt: skip
     recipient = recipient_for(assignee, team, process.started_by)
     if recipient is not None:
         await notify(ctx.uow, recipient, process.namespace, ev.SLA_BREACHED, body, ctx.now,
