@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import insert, update
 
 from stateward.governance.keys import generate_keypair
+from stateward.observe.progress import progress
 from stateward.persistence.processes import P
 from stateward.runtime.access.genesis import init
 from stateward.runtime.access.registry import deploy_workflow
@@ -69,12 +70,15 @@ async def _fill(rt: Runtime, total: int, now: datetime) -> list[str]:
     async with rt.engine.begin() as conn:
         rows = [_row(pid, now, now - timedelta(seconds=10)) for pid in due_ids]
         await conn.execute(insert(P), rows)
-        for start in range(0, total - DUE, CHUNK):
-            size = min(CHUNK, total - DUE - start)
-            batch = [
-                _row(str(uuid.uuid4()), now, later + timedelta(milliseconds=i)) for i in range(size)
-            ]
-            await conn.execute(insert(P), batch)
+        with progress(f"seeding {total} instances", total=total - DUE) as bar:
+            for start in range(0, total - DUE, CHUNK):
+                size = min(CHUNK, total - DUE - start)
+                batch = [
+                    _row(str(uuid.uuid4()), now, later + timedelta(milliseconds=i))
+                    for i in range(size)
+                ]
+                await conn.execute(insert(P), batch)
+                bar.advance(size)
         if rt.engine.dialect.name == "postgresql":
             await conn.exec_driver_sql("ANALYZE processes")
         else:

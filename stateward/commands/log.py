@@ -21,6 +21,12 @@ from typing import Any
 
 from stateward.commands.runtime_args import cli_runtime, settings_from
 from stateward.domain.errors import DomainError
+from stateward.observe.progress import progress
+
+
+def _line_text(line: dict[str, Any]) -> str:
+    """One JSON Lines row of the export."""
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 async def _export(args: argparse.Namespace) -> int:
@@ -30,9 +36,16 @@ async def _export(args: argparse.Namespace) -> int:
     count = 0
     try:
         async with cli_runtime(args, register_node=False) as runtime:
-            async for line in export_lines(runtime):
-                out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
-                count += 1
+            lines = export_lines(runtime)
+            header = await anext(lines)
+            out.write(_line_text(header))
+            count = 1
+            with progress("log export", total=int(header.get("size", 0))) as bar:
+                async for line in lines:
+                    out.write(_line_text(line))
+                    count += 1
+                    if "index" in line:
+                        bar.advance()
     finally:
         if out is not sys.stdout:
             out.close()
