@@ -306,3 +306,33 @@ class CheckpointRecord:
             "signer": self.signer,
             "signature": self.signature,
         }
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """A published message (issue 15)."""
+
+    id: int
+    namespace: str
+    name: str
+    correlation_key: str
+    message_id: str
+    payload: Any
+    publisher: str
+    published_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class MessageDeliveryRecord:
+    """A message to perform on one instance (pending, delivered or not_applicable)."""
+
+    id: int
+    message_ref: int
+    process_id: str
+    action: str
+    status: str
+    created_at: datetime
+    delivered_at: datetime | None = None
+    claimed_by: str | None = None
+    detail: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 from stateward.domain import errors
 from stateward.domain.errors import DomainError, Problem
 from stateward.domain.expressions import compile_expression
+from stateward.domain.messages import parse_message
 from stateward.domain.model import ActionDef, Predicate
 from stateward.domain.mutations import pointer_join, validate_mutation
 from stateward.domain.routing import parse_target
@@ -31,6 +32,7 @@ ACTION_KEYS = (
     "spawn",
     "schedule",
     "unschedule",
+    "message",
 )
 ItemParser = Callable[[Any, str, SpecContext, str], tuple[list[Any], list[Problem]]]
 EFFECT_OPERATORS: dict[str, ItemParser] = {
@@ -166,6 +168,7 @@ def _parse_action(
         when_fn=when_fn,
         then_fn=then_fn,
         routes=routes,
+        message=parse_message(entry.get("message"), ptr("message"), found),
     )
 
 

@@ -22,6 +22,7 @@ from stateward.domain.branching import desugar
 from stateward.domain.canonical import canonical_bytes
 from stateward.domain.errors import InvalidDefinition, Problem
 from stateward.domain.lint import LintContext, lint
+from stateward.domain.messages import check_messages, parse_correlation
 from stateward.domain.model import ActionDef, Definition, StateDef
 from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import (
@@ -33,7 +34,7 @@ from stateward.domain.paths import (
 )
 from stateward.domain.rawjson import parse_json_text, unrepresentable
 from stateward.domain.specs import SpecContext
-from stateward.domain.starting import parse_start
+from stateward.domain.starting import parse_start, start_message
 from stateward.domain.states import StateContext, parse_states
 from stateward.domain.timeouts import parse_timeout
 
@@ -49,7 +50,9 @@ __all__ = [
 VERSION = "2.0"
 METADATA = ("$version", "$path", "$description")
 #: Known non-`$` top-level fields; `branding` (an object) is shown to public visitors.
-FIELDS = ("initial", "states", "actions", "branding", "start", "idle_timeout")
+FIELDS = (
+    "initial", "states", "actions", "branding", "start", "idle_timeout", "correlation",
+)  # fmt: skip
 
 Deployed = Collection[str] | Callable[[str], bool] | None
 
@@ -116,6 +119,8 @@ def validate_definition(
         found.extend(problems)
     declared: dict[str, ActionDef] = {}
     start_roles, spawn_only = parse_start(raw.get("start"), found)
+    started_by = start_message(raw.get("start"), found)
+    correlation = parse_correlation(raw.get("correlation"), found)
     idle = None
     if "idle_timeout" in raw:
         idle = parse_timeout(raw["idle_timeout"], "/idle_timeout", action_keys, found)
@@ -124,6 +129,7 @@ def validate_definition(
         spec_ctx = SpecContext(keys, tuple(actions), path, _lookup(deployed))
         declared, problems = parse_actions(actions, "/actions", ActionContext(keys, spec_ctx))
         found.extend(problems)
+        check_messages(declared, correlation, started_by, found)
     generated = _generated(state_defs)
     warnings = lint(initial, state_defs, declared, generated, LintContext(path, spawn_only, idle))
     definition = None
@@ -141,6 +147,8 @@ def validate_definition(
             start_roles=start_roles,
             spawn_only=spawn_only,
             idle_timeout=idle,
+            correlation=MappingProxyType(correlation),
+            start_message=started_by,
         )
     return _report(found + warnings, definition)
 

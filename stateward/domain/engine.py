@@ -1,7 +1,7 @@
 """The pure engine (DESIGN §5): `apply(process, event, definition) -> Outcome`.
 
 The engine's one public module. `apply` dispatches a logged event by its action name:
-kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$advance`,
+kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$message`, `$advance`,
 `$stale`, and the row-only `$claim`, `$unclaim`, `$assignment_cancel`, `$entry_token`,
 `$sla`) and business actions (their own names, including generated branch actions
 `<state>#<n>` that an `advance` resolved to). It is what the runtime calls for every
@@ -28,6 +28,7 @@ from stateward.domain.lifecycle import (
     fail,
     mark_stale,
 )
+from stateward.domain.messages import MESSAGE_OP, message_action
 from stateward.domain.model import ACTIVE, Actor, Definition, DomainEvent, Outcome, ProcessSnapshot
 from stateward.domain.plan import is_bootstrap, plan_for
 from stateward.domain.timeouts import arm_timers
@@ -44,7 +45,7 @@ ENTRY_TOKEN = "$entry_token"
 #: Every reserved name a log may hold (DSL action keys can never start with `$`).
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
-    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD}
+    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,
@@ -144,6 +145,11 @@ def _kernel(
         timer_input = payload.get("input") or {}
         return perform(
             definition, process, action, timer_input, actor, ts, eid, authorize=authorize
+        )
+    if name == MESSAGE_OP:
+        action, message_input = message_action(definition, payload)
+        return perform(
+            definition, process, action, message_input, actor, ts, eid, authorize=authorize
         )
     if name == COMPLETE:
         return _complete(process, event, definition, authorize)

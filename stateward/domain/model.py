@@ -195,6 +195,8 @@ class ActionDef:
     then_fn: Predicate | None = field(default=None, compare=False, repr=False)
     #: DSL 2.1: `to` as a list of `{when, to}` (then `to` is None).
     routes: tuple[Route, ...] = ()
+    #: Issue 15: the message whose publication performs this action (`message`).
+    message: str | None = None
 
     @property
     def moves(self) -> bool:
@@ -230,6 +232,10 @@ class Definition:
     start_roles: tuple[str, ...] = ()
     spawn_only: bool = False
     idle_timeout: TimeoutSpec | None = None
+    #: Issue 15: message name -> data path segments its key is read from (`correlation`).
+    correlation: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Issue 15: the message that starts an instance (`start: {"message": ...}`).
+    start_message: str | None = None
 
     @property
     def namespace(self) -> str:

@@ -16,11 +16,12 @@ from stateward.domain.access import ADMIN_ROLE, ANY_ROLE, PUBLIC_ROLE, has_role
 from stateward.domain.errors import FORBIDDEN, DomainError, Problem
 from stateward.domain.model import Actor, Definition
 
-START_KEYS = ("roles", "spawn_only")
+START_KEYS = ("roles", "spawn_only", "message")
 
 
 def parse_start(raw: Any, found: list[Problem]) -> tuple[tuple[str, ...], bool]:
-    """`(roles, spawn_only)` of the workflow's `start` field (problems into `found`)."""
+    """`(roles, spawn_only)` of the workflow's `start` field (problems into `found`);
+    `start.message` is read by `start_message`."""
     from stateward.domain.actions import parse_roles  # the one role-list parser
 
     if raw is None:
@@ -39,7 +40,7 @@ def parse_start(raw: Any, found: list[Problem]) -> tuple[tuple[str, ...], bool]:
             found.append(
                 Problem(
                     errors.INVALID_FIELD,
-                    f"unknown start field {key!r} (allowed: roles, spawn_only)",
+                    f"unknown start field {key!r} (allowed: roles, spawn_only, message)",
                     f"/start/{key}",
                 )
             )
@@ -77,3 +78,12 @@ def check_start(definition: Definition, actor: Actor) -> None:
             f"starting {definition.path} needs one of the roles {','.join(roles)!r}",
             details={"roles": list(roles)},
         )
+
+
+def start_message(raw: Any, found: list[Problem]) -> str | None:
+    """`start.message` (issue 15): the message whose publication starts an instance."""
+    from stateward.domain.messages import parse_message
+
+    if not isinstance(raw, dict):
+        return None
+    return parse_message(raw.get("message"), "/start/message", found)

@@ -36,6 +36,7 @@ from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.errors import classify_integrity_error, is_transient
 from stateward.persistence.events import EventRepository
 from stateward.persistence.log import LogRepository
+from stateward.persistence.messages import MessageRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
 from stateward.persistence.processes import ProcessRepository
@@ -80,6 +81,7 @@ class UnitOfWork:
     tokens: TokenRepository
     assignments: AssignmentRepository
     schedules: ScheduleRepository
+    messages: MessageRepository
     notifications: NotificationRepository
     webhooks: WebhookRepository
     outbox: OutboxRepository
@@ -131,6 +133,7 @@ class UnitOfWork:
         self.tokens = TokenRepository(session)
         self.assignments = AssignmentRepository(session)
         self.schedules = ScheduleRepository(session)
+        self.messages = MessageRepository(session)
         self.notifications = NotificationRepository(session)
         self.webhooks = WebhookRepository(session)
         self.outbox = OutboxRepository(session, self.sequencer)

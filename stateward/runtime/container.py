@@ -165,6 +165,7 @@ class Services:
                 self.bootstrap = await ensure_genesis(self._runtime, key_file)
             if self.background:
                 self._stops.append(_start_automation(self._runtime, self.hooks))
+                self._stops.append(_start_delivery(self._runtime))
                 self._stops.append(_start_ticker(self._runtime))
                 self._stops.append(_start_checkpointer(self._runtime))
         except BaseException:
@@ -283,6 +284,31 @@ async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
         operator = read_key_file(key_file)
     result = await genesis.init(runtime, operator.public)
     return Bootstrap(created=result.created, operator_key_file=key_file, operator=operator.public)
+
+
+def _start_delivery(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """Deliver the messages an event made pending right after its commit (issue 15), as
+    background tasks; whatever they miss the ticker's message sweep delivers."""
+    from stateward.runtime.messages.correlate import deliver
+
+    tasks: set[asyncio.Task[Any]] = set()
+
+    async def run(rt: Runtime, deliveries: Sequence[int]) -> None:
+        task = asyncio.create_task(deliver(rt, list(deliveries)), name="deliver-messages")
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    runtime.deliverers.append(run)
+
+    async def stop() -> None:
+        with contextlib.suppress(ValueError):
+            runtime.deliverers.remove(run)
+        pending = list(tasks)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    return stop
 
 
 def _start_automation(runtime: Runtime, hooks: HookRunner) -> Callable[[], Awaitable[None]]:

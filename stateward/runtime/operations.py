@@ -14,6 +14,7 @@ from stateward.runtime.access import governance_ops
 from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import KernelOp, register, register_governance
 from stateward.runtime.hooks import automation
+from stateward.runtime.messages import correlate
 from stateward.runtime.public import entry
 from stateward.runtime.queues import assignments
 from stateward.runtime.sweeps import scheduler, sla, staleness
@@ -29,6 +30,7 @@ OPERATIONS: dict[str, KernelOp] = {
     scheduler.TIMER: scheduler.op_timer,
     staleness.STALE: staleness.op_stale,
     automation.AUTOMATE: automation.op_automate,
+    correlate.MESSAGE: correlate.op_message,  # issue 15: a message delivered
     joins.CHILD: joins.op_child,  # DSL 2.1: a child ended (written by the core's writes)
 }
 

@@ -21,6 +21,7 @@ from typing import Any
 from stateward.observe import metrics, tracing
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.hooks import automation
+from stateward.runtime.messages import correlate
 from stateward.runtime.sweeps import scheduler, sla, staleness, webhooks
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class TickReport:
     automations: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     deliveries: list[webhooks.Attempt] = field(default_factory=list)
+    messages: list[int] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -50,7 +52,7 @@ async def _guard(report: TickReport, name: str, step: Callable[[], Awaitable[Any
 
 async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
     """One round: SLA warnings/breaches, due timers, automation lost to a crash (re-run),
-    staleness, webhook deliveries."""
+    staleness, webhook deliveries, message deliveries left pending."""
     now = now or runtime.clock.now()
     report = TickReport()
     found = await _guard(report, "sla", lambda: sla.scan(runtime, now))
@@ -65,6 +67,9 @@ async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
     report.stale = await _guard(report, "stale", lambda: staleness.sweep(runtime, now)) or []
     report.deliveries = (
         await _guard(report, "webhooks", lambda: webhooks.deliver_due(runtime, now)) or []
+    )
+    report.messages = (
+        await _guard(report, "messages", lambda: correlate.deliver_pending(runtime, now)) or []
     )
     _count(report)
     return report

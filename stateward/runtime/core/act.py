@@ -253,6 +253,8 @@ async def after_commit(runtime: Runtime, written: Written) -> None:
     metrics.record_published(row.created_at for row in written.outbox)
     for process_id, hook in written.hooks:
         await runtime.run_automation(process_id, hook)
+    if written.messages:
+        await runtime.deliver_messages(written.messages)
 
 
 async def _verify_signature(runtime: Runtime, signed: SignedEnvelope, now: datetime) -> None:

@@ -47,6 +47,8 @@ TRUSTED_SIGNERS_KEY = "trusted_signers"
 Publisher = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
 #: After-commit automation hook: (runtime, process id, `module:function`) of a system state.
 AutomationHook = Callable[["Runtime", str, str], Awaitable[None]]
+#: Delivers message deliveries made pending by a committed event (issue 15).
+DeliveryHook = Callable[["Runtime", Sequence[int]], Awaitable[None]]
 
 
 def default_node_key_path(settings: Settings) -> Path:
@@ -104,6 +106,7 @@ class Runtime:
     definitions: DefinitionCache = field(default_factory=DefinitionCache)
     publishers: list[Publisher] = field(default_factory=list)
     automation: list[AutomationHook] = field(default_factory=list)
+    deliverers: list[DeliveryHook] = field(default_factory=list)
     #: Route `act` through one writer task that commits several events per transaction.
     group_commit: bool = True
     committer: Any = field(default=None, repr=False)
@@ -224,6 +227,15 @@ class Runtime:
                 await hook_fn(self, process_id, hook)
             except Exception:
                 log.exception("automation of %s failed", process_id)
+
+    async def deliver_messages(self, deliveries: Sequence[int]) -> None:
+        """Call the delivery hooks for deliveries a committed event made pending (the
+        message sweep delivers whatever a hook did not)."""
+        for hook_fn in list(self.deliverers):
+            try:
+                await hook_fn(self, deliveries)
+            except Exception:
+                log.exception("delivering messages %s failed", list(deliveries))
 
     async def definition(
         self, uow: UnitOfWork, path: str, version: int | None = None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateward.domain import events as ev
 from stateward.domain.errors import NOT_FOUND, DomainError
+from stateward.domain.messages import waits
 from stateward.domain.model import (
     CANCELLED,
     COMPLETED,
@@ -29,6 +30,7 @@ from stateward.domain.plan import plan_for
 from stateward.domain.registry import owns
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
+from stateward.governance.roles import namespace_scopes
 from stateward.governance.verification import sign_envelope
 from stateward.persistence.sequencer import StagedMessage
 from stateward.records import (
@@ -64,6 +66,9 @@ class Written:
     children: list[ProcessRecord] = field(default_factory=list)
     staged: list[StagedMessage] = field(default_factory=list)
     hooks: list[tuple[str, str]] = field(default_factory=list)
+    #: Message deliveries this event made pending (an instance entered a state that
+    #: waits for a message already published): delivered after the commit.
+    messages: list[int] = field(default_factory=list)
 
     @property
     def outbox(self) -> list[OutboxRecord]:
@@ -182,6 +187,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
             written.staged.extend(told.staged)
             written.hooks.extend(told.hooks)
             written.children.extend(told.children)
+            written.messages.extend(told.messages)
     return written
 
 
@@ -234,9 +240,38 @@ async def _effects(
         ids[ev.WORKFLOW_ASSIGNED] = [aid]
     if effects.run_hook is not None:
         written.hooks.append((pid, effects.run_hook))
+    if record.kind == INSTANCE and ctx.definition.correlation:
+        await _message_waits(ctx, record, written)
     for spawn in effects.spawns:
         written.children.append(await _spawn(ctx, record, spawn, written))
     return ids
+
+
+async def _message_waits(ctx: ActContext, record: ProcessRecord, written: Written) -> None:
+    """Keep the process's rows of the correlation index (issue 15) equal to what its
+    state and data wait for now; for each new wait, a pending delivery of every live
+    message already published for it (delivered after the commit, once per instance)."""
+    old = ctx.process
+    before = (
+        waits(ctx.definition, old.state, old.status in LIVE_STATUSES, old.data)
+        if old is not None
+        else ()
+    )
+    after = waits(ctx.definition, record.state, record.status in LIVE_STATUSES, record.data)
+    if before == after:
+        return
+    repo = ctx.uow.messages
+    await repo.replace_waits(
+        record.id, record.namespace, ((w.name, w.key, w.action) for w in after)
+    )
+    scopes = namespace_scopes(record.namespace)
+    for wait in after:
+        if wait in before:
+            continue
+        for ref in await repo.live_for(scopes, wait.name, wait.key, ctx.now):
+            written.messages.extend(
+                await repo.add_deliveries(ref, [(record.id, wait.action)], ctx.now)
+            )
 
 
 async def _spawn(
@@ -314,6 +349,7 @@ async def _spawn(
     written.children.extend(child.children)
     written.staged.extend(child.staged)
     written.hooks.extend(child.hooks)
+    written.messages.extend(child.messages)
     return child.process
 
 
