@@ -2,8 +2,8 @@
 
 Nothing connects at import time: services start in the app's lifespan and stop when it
 ends. Routes: `/graphql` (HTTP `Route` + `WebSocketRoute` on the same Strawberry view; a
-`Mount` would break the websocket), `/healthz`, `/readyz`, and in development the vendored
-GraphiQL assets under `/static/graphiql` and the built documentation site under `/docs`
+`Mount` would break the websocket), `/healthz`, `/readyz`, `POST /messages/{name}`, and
+in development the vendored GraphiQL assets under `/static/graphiql` and the built documentation site under `/docs`
 (when `make docs` has built it). Every request passes the body-size limit first.
 Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/metrics`
 when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
@@ -37,6 +37,7 @@ from stateward.http.docs_site import docs_routes
 from stateward.http.graphiql import STATIC_DIR, STATIC_PATH, offline_graphiql_html
 from stateward.http.graphql_view import DEFAULT_MAX_SUBSCRIPTIONS, StatewardGraphQL
 from stateward.http.health import healthz, readyz
+from stateward.http.messages import message_routes
 from stateward.observe import metrics, tracing
 from stateward.observe.http import RequestIdMiddleware, metrics_endpoint, sampling
 from stateward.settings import Settings
@@ -72,6 +73,7 @@ def create_app(
         WebSocketRoute("/graphql", view, name="graphql-ws"),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        *message_routes(),
     ]
     if settings.metrics or settings.metrics_port is not None:
         metrics.enable()

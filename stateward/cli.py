@@ -113,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("package", help="package JSON file (stateward.package/1)")
     p.add_argument("--key-file", required=True, help="an admin's key file (signs the events)")
 
+    p = sub.add_parser("publish", help="publish a message to the instances waiting for it")
+    _db(p)
+    p.add_argument("name", help="message name")
+    p.add_argument("--namespace", required=True, help="namespace (and below) to publish in")
+    p.add_argument("--key", required=True, help="correlation key")
+    p.add_argument("--payload", default=None, help="JSON object, or @file (default: {})")
+    p.add_argument("--ttl", type=int, default=0, help="seconds kept for later arrivals (0)")
+    p.add_argument("--message-id", default=None, help="idempotency id of the message")
+    p.add_argument("--key-file", default=None, help=_KEY + " (with --db)")
+    p.add_argument("--url", default=None, help="a running server (with --token)")
+    p.add_argument("--token", default=None, help="API token (with --url)")
+
     p = sub.add_parser("serve", help="run the GraphQL server")
     _db(p)
     p.add_argument("--host", default=None, help="address to bind (default: 127.0.0.1)")

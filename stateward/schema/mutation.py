@@ -8,9 +8,10 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import idempotency, kernel, packages, writes
+from stateward.resolvers import idempotency, kernel, messages, packages, writes
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Assignment, Instance
+from stateward.schema.types.messages import MessagePublication
 from stateward.schema.types.public import PublicEntry, PublicView
 from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session
@@ -185,7 +186,26 @@ class Mutation:
     ) -> PublicView:
         return PublicView.from_domain(await kernel.advance_public(info, token, action, input))
 
+    @strawberry.mutation(
+        description="Publish a message: its action is performed on every active instance of "
+        "the namespace (or below) waiting for it with this correlation key; kept "
+        "`ttlSeconds` for instances still to arrive; `messageId` makes it idempotent. "
+        "Needs admin or operator in the namespace."
+    )
+    async def publish_message(
+        self, info: Info, namespace: str, name: str, correlation_key: str,
+        payload: JSON | None = None, ttl_seconds: int = 0, message_id: str | None = None,
+    ) -> MessagePublication:  # fmt: skip
+        return MessagePublication.from_result(
+            await messages.publish_message(
+                info, namespace, name, correlation_key, payload, ttl_seconds, message_id
+            )
+        )
 
-#: Mutations that write no event (sessions, tokens) or take a client-signed envelope.
-_NOT_KEYED = frozenset({"auth_challenge", "auth_login", "create_api_token", "submit_event"})
+
+#: Mutations that write no event (sessions, tokens), take a client-signed envelope or
+#: have their own idempotency key (`publishMessage`'s messageId).
+_NOT_KEYED = frozenset(
+    {"auth_challenge", "auth_login", "create_api_token", "submit_event", "publish_message"}
+)
 idempotency.add_to(Mutation, skip=_NOT_KEYED)

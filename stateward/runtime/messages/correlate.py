@@ -37,7 +37,7 @@ from stateward.domain.messages import MAX_KEY, MESSAGE_OP, valid_name
 from stateward.domain.model import Outcome
 from stateward.domain.paths import is_namespace
 from stateward.persistence.messages import DELIVERED, NOT_APPLICABLE
-from stateward.records import MessageDeliveryRecord, MessageRecord
+from stateward.records import MessageDeliveryRecord, MessageRecord, ProcessRecord
 from stateward.runtime.core.kernel import START, ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
     is_not_due,
@@ -72,6 +72,13 @@ class Publication:
     duplicate: bool = False
     delivered: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
+
+
+async def instances(runtime: Runtime, ids: Sequence[str]) -> list[ProcessRecord]:
+    """The process rows of `ids`, in that order (missing ones left out)."""
+    async with runtime.uow(readonly=True) as uow:
+        found = await uow.processes.processes_by_ids(ids)
+    return [found[i] for i in ids if i in found]
 
 
 async def op_message(ctx: ActContext) -> Outcome:
