@@ -327,6 +327,10 @@ EXPECTED: dict[str, Case] = {
     "startPublic": Case(q("mutation($w:String!){startPublic(workflow:$w){token}}",
                           lambda m, o: {"w": f"{ns(m, o)}/form"}), ANYONE),
     "advancePublic": Case(_advance_public, TOKEN),
+    # Issue 15 operations: admin or operator of the namespace (a reader's role: FORBIDDEN).
+    "publishMessage": Case(q('mutation($n:String!){publishMessage(namespace:$n,name:"m",'
+                             'correlationKey:"k"){messageId}}', lambda m, o: {"n": ns(m, o)}),
+                           "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
     # ---------------------------------------------------------- subscriptions
     "events@sub": Case(q("subscription($n:String!){events(filter:{namespace:$n}){type}}",
                          lambda m, o: {"n": ns(m, o)}), READ, trigger=_note),
