@@ -3,8 +3,9 @@
 Nothing connects at import time: services start in the app's lifespan and stop when it
 ends. Routes: `/graphql` (HTTP `Route` + `WebSocketRoute` on the same Strawberry view; a
 `Mount` would break the websocket), `/healthz`, `/readyz`, `POST /messages/{name}`, and
-in development the vendored GraphiQL assets under `/static/graphiql` and the built documentation site under `/docs`
-(when `make docs` has built it). Every request passes the body-size limit first.
+in development the vendored GraphiQL assets under `/static/graphiql` and the built
+documentation site under `/docs` (when `make docs` has built it). Every request passes the
+body-size limit first.
 Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/metrics`
 when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
 middleware when tracing is configured. `/dashboard` (the operations page, see

@@ -88,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
             raise Usage("give either --db URL --key-file KEYFILE or --url URL --token TOKEN")
         payload = _payload(args.payload)
         answer = (
-            _over_http(args, payload) if args.url is not None else asyncio.run(_on_db(args, payload))
+            _over_http(args, payload)
+            if args.url is not None
+            else asyncio.run(_on_db(args, payload))
         )
     except (Usage, OSError, ValueError) as exc:
         print(f"publish: {exc}", file=sys.stderr)

@@ -45,8 +45,10 @@ async def test_publish_message_performs_the_action_on_the_waiting_instance(api: 
     pid = await _setup(api)
     done = (await api.ok(PUBLISH, _vars(m="pay-1", t=60)))["publishMessage"]
     assert done["messageId"] == "pay-1" and done["duplicate"] is False
-    assert done["delivered"] == [{"instanceId": pid, "state": {"key": "paid"},
-                                  "data": {"orderId": "o-1", "amount": 5, "state": "paid"}}]  # fmt: skip
+    delivered = done["delivered"]
+    assert [(d["instanceId"], d["state"]["key"], d["data"]["amount"]) for d in delivered] == [
+        (pid, "paid", 5)
+    ]
     again = (await api.ok(PUBLISH, _vars(m="pay-1", t=60)))["publishMessage"]
     assert again["duplicate"] is True and again["delivered"][0]["instanceId"] == pid
     assert code(await api.gql(PUBLISH, _vars(m="pay-1", t=60, p={"amount": 6}))) == "REPLAYED"
@@ -96,9 +98,7 @@ async def test_post_messages_endpoint_publishes_with_the_same_rules(api: Api) ->
     bad = await api.client.post(url, json=body | {"extra": 1}, headers=headers)
     assert bad.status_code == 400
     assert bad.json()["errors"][0]["extensions"]["pointer"] == "/extra"
-    dup = await api.client.post(
-        url, content=b'{"namespace":"a","namespace":"b"}', headers=headers
-    )
+    dup = await api.client.post(url, content=b'{"namespace":"a","namespace":"b"}', headers=headers)
     assert dup.status_code == 400
     done = await api.client.post(url, json=body, headers=headers)
     assert done.status_code == 200, done.text

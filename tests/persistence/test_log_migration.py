@@ -46,9 +46,10 @@ async def test_an_old_database_gets_its_events_logged_in_id_order(db_url):
             await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
         assert await current_revision(engine) == "0002"
         await init_schema(engine)
-        assert await current_revision(engine) == ScriptDirectory.from_config(
-            alembic_config()
-        ).get_current_head()
+        assert (
+            await current_revision(engine)
+            == ScriptDirectory.from_config(alembic_config()).get_current_head()
+        )
     finally:
         await engine.dispose()
     rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
