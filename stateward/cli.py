@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     _db(p)
     p.add_argument("namespace", help="namespace to export, with every namespace below it")
     p.add_argument("--out", default="-", help="package file to write (default: stdout)")
+    p.add_argument(
+        "--with-dependencies",
+        action="store_true",
+        help="also the workflows (and their modules) spawned in other namespaces",
+    )
 
     p = sub.add_parser("import", help="import a package (all-or-nothing)")
     _db(p)

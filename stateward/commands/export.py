@@ -1,9 +1,12 @@
-"""`stateward export NAMESPACE [--out FILE|-] [--db URL]`: write a namespace's package.
+"""`stateward export NAMESPACE [--out FILE|-] [--with-dependencies] [--db URL]`: write a
+namespace's package.
 
 The package (`{"format": "stateward.package/1", "namespace", "workflows", "modules"}`, see
 `runtime.packages.export_package`) holds the latest version of every live workflow of the
 namespace and of the namespaces below it, as authored, and the Starlark modules they may
-call. It goes to stdout (`--out -`, the default) or to FILE as indented JSON. Whoever can
+call; with `--with-dependencies` also the workflows they spawn in other namespaces
+(transitively). What it refers to but does not hold is listed under `dependencies` (and
+on stderr). It goes to stdout (`--out -`, the default) or to FILE as indented JSON. Whoever can
 open the database can read everything, so the export runs as the `system` actor.
 
 Exit 0 when written; 1 when the namespace holds no workflow and no module (finding
@@ -30,7 +33,10 @@ from stateward.runtime.packages.transfer import export_package
 
 async def _export(args: argparse.Namespace) -> dict[str, Any]:
     async with cli_runtime(args, register_node=False) as runtime:
-        return await export_package(runtime, SYSTEM_ACTOR, args.namespace)
+        return await export_package(
+            runtime, SYSTEM_ACTOR, args.namespace,
+            with_dependencies=getattr(args, "with_dependencies", False),
+        )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,4 +64,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     count = (len(package["workflows"]), len(package["modules"]))
     print(f"export: {count[0]} workflow(s), {count[1]} module(s)", file=sys.stderr)
+    for item in package.get("dependencies", []):
+        print(f"export: depends on {item['kind']} {item['path']} (not in the package; "
+              "--with-dependencies adds workflows)", file=sys.stderr)  # fmt: skip
     return 0

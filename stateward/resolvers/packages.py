@@ -11,9 +11,14 @@ from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.packages import transfer as packages
 
 
-async def export_package(info: Info, namespace: str, paths: list[str] | None) -> Any:
-    """`exportPackage(namespace, paths)`: `{"format": "stateward.package/1", ...}`."""
-    return await packages.export_package(runtime(info), viewer(info), namespace, paths)
+async def export_package(
+    info: Info, namespace: str, paths: list[str] | None, with_dependencies: bool = False
+) -> Any:
+    """`exportPackage(namespace, paths, withDependencies)`: `{"format": "stateward.package/1",
+    ...}`."""
+    return await packages.export_package(
+        runtime(info), viewer(info), namespace, paths, with_dependencies=with_dependencies
+    )
 
 
 async def import_package(info: Info, package: Any) -> list[DeployedWorkflow]:

@@ -139,11 +139,16 @@ class Query:
     async def verify_process(self, info: Info, id: str) -> Verification:
         return Verification.from_domain(await reads.verify_process(info, id))
 
-    @strawberry.field(description="A package of workflows and modules of a namespace.")
+    @strawberry.field(
+        description="A package of workflows and modules of a namespace. `withDependencies`: "
+        "also the workflows they spawn in other namespaces (what is left out is listed "
+        "under `dependencies`)."
+    )
     async def export_package(
-        self, info: Info, namespace: str, paths: list[str] | None = None
-    ) -> JSON:
-        return await packages.export_package(info, namespace, paths)
+        self, info: Info, namespace: str, paths: list[str] | None = None,
+        with_dependencies: bool = False,
+    ) -> JSON:  # fmt: skip
+        return await packages.export_package(info, namespace, paths, with_dependencies)
 
     @strawberry.field(description="Validate a definition without deploying it.")
     async def validate_workflow(self, info: Info, definition: JSON) -> ValidationReport:

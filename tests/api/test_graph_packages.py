@@ -47,3 +47,20 @@ async def test_workflow_analytics_count_instances(api: Api) -> None:
     data = await api.ok('{workflow(path:"acme/loans/loan"){analytics}}')
     figures = data["workflow"]["analytics"]
     assert figures["started"] == 2 and figures["active"] == 2 and figures["completed"] == 0
+
+
+async def test_export_package_with_dependencies_adds_the_spawned_workflows(api: Api) -> None:
+    child = loan("acme/billing/fee")
+    parent = loan("acme/loans/loan")
+    parent["actions"]["approve"]["spawn"] = [{"workflow": "acme/billing/fee"}]
+    await api.ok(DEPLOY, {"d": child})
+    await api.ok(
+        'mutation{allowSpawn(namespace:"acme/billing",to:"acme/loans"){namespace}}'
+    )
+    await api.ok(DEPLOY, {"d": parent})
+    query = 'query($w:Boolean!){exportPackage(namespace:"acme/loans",withDependencies:$w)}'
+    bare = (await api.ok(query, {"w": False}))["exportPackage"]
+    assert bare["dependencies"] == [{"kind": "workflow", "path": "acme/billing/fee"}]
+    full = (await api.ok(query, {"w": True}))["exportPackage"]
+    assert [w["$path"] for w in full["workflows"]] == ["acme/loans/loan", "acme/billing/fee"]
+    assert "dependencies" not in full

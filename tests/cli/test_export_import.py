@@ -122,3 +122,23 @@ def test_bad_usage_exits_2(target_db: str, key: str, tmp_path: Path) -> None:
     package = tmp_path / "p.json"
     package.write_text('{"format": "stateward.package/1"}')
     assert main(["import", str(package), "--key-file", missing, "--db", target_db]) == 2
+
+
+def test_export_with_dependencies_imports_alone_and_without_names_what_is_missing(
+    source_db: str, target_db: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare, full = tmp_path / "bare.json", tmp_path / "full.json"
+    capsys.readouterr()
+    assert main(["export", "acme/sales", "--out", str(bare), "--db", source_db]) == 0
+    assert "depends on workflow acme/billing/invoice" in capsys.readouterr().err
+    assert json.loads(bare.read_text())["dependencies"] == [
+        {"kind": "workflow", "path": INVOICE["$path"]}
+    ]
+    assert main(["import", str(bare), "--key-file", key, "--db", target_db]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"{bare}: UNRESOLVED_SPAWN #/dependencies/0 ")
+    assert "acme/billing/invoice" in first
+    argv = ["export", "acme/sales", "--with-dependencies", "--out", str(full), "--db", source_db]
+    assert main(argv) == 0
+    assert main(["import", str(full), "--key-file", key, "--db", target_db]) == 0
+    assert "acme/billing/invoice v1" in capsys.readouterr().err

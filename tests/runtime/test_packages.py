@@ -287,3 +287,60 @@ async def test_cloning_onto_an_existing_or_malformed_target_is_refused(admin_rt,
     with pytest.raises(DomainError) as missing:
         await clone_workflow(admin_rt, operator, "acme/billing/nothing", "acme/billing/x")
     assert missing.value.code == "NOT_FOUND"
+
+
+async def _sales_spawning_billing(rt: Runtime, operator: KeyPair) -> None:
+    await registry.add_module(rt, operator, "acme/sales", "pricing", PRICING)
+    await registry.deploy_workflow(rt, operator, INVOICE)
+    await references.allow_spawn(rt, operator, "acme/billing", "acme/sales")
+    await registry.deploy_workflow(rt, operator, ORDER)
+
+
+async def test_without_dependencies_the_package_names_them_and_import_says_so(
+    admin_rt, operator, other_rt
+):
+    await _sales_spawning_billing(admin_rt, operator)
+    exported = await export_package(admin_rt, operator.public, "acme/sales")
+    assert [w["$path"] for w in exported["workflows"]] == [ORDER["$path"]]
+    assert exported["dependencies"] == [{"kind": "workflow", "path": INVOICE["$path"]}]
+    fresh, admin = other_rt
+    with pytest.raises(InvalidDefinition) as err:
+        await import_package(fresh, admin, json.dumps(exported))
+    first = err.value.problems[0]
+    assert (first.code, first.pointer) == ("UNRESOLVED_SPAWN", "/dependencies/0")
+    assert INVOICE["$path"] in first.message and "--with-dependencies" in first.message
+    assert await deployed_paths(fresh) == []
+
+
+async def test_with_dependencies_a_package_imports_into_a_fresh_deployment(
+    admin_rt, operator, other_rt
+):
+    await _sales_spawning_billing(admin_rt, operator)
+    exported = await export_package(admin_rt, operator.public, "acme/sales", with_dependencies=True)
+    assert [w["$path"] for w in exported["workflows"]] == [ORDER["$path"], INVOICE["$path"]]
+    assert "dependencies" not in exported
+    fresh, admin = other_rt
+    imported = await import_package(fresh, admin, json.dumps(exported))
+    assert sorted(w.path for w in imported) == [INVOICE["$path"], ORDER["$path"]]
+    # the spawn works there: the package granted billing -> sales itself
+    pid = (await start_instance(fresh, admin.public, ORDER["$path"], {})).record.id
+    await perform_action(fresh, admin.public, pid, "submit", {})
+    assert (await verify(fresh)).valid
+
+
+async def test_a_dependency_the_exporter_may_not_read_stays_a_named_dependency(admin_rt, operator):
+    await _sales_spawning_billing(admin_rt, operator)
+    seller = generate_keypair().public
+    await registry.grant_role(admin_rt, operator, "acme/sales", seller, ["admin"])
+    exported = await export_package(admin_rt, seller, "acme/sales", with_dependencies=True)
+    assert [w["$path"] for w in exported["workflows"]] == [ORDER["$path"]]
+    assert exported["dependencies"] == [{"kind": "workflow", "path": INVOICE["$path"]}]
+
+
+async def test_a_malformed_dependency_list_is_refused_with_a_pointer(admin_rt, operator):
+    bad = package(INVOICE) | {"dependencies": [{"kind": "database", "path": "a/b"}]}
+    with pytest.raises(InvalidDefinition) as err:
+        await import_package(admin_rt, operator, bad)
+    assert [(p.code, p.pointer) for p in err.value.problems] == [
+        ("INVALID_FIELD", "/dependencies/0")
+    ]

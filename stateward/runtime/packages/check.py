@@ -1,8 +1,9 @@
 """Validation of a package (`stateward.package/1`) before anything of it is deployed.
 
 A package is `{"format": "stateward.package/1", "namespace"?: str, "workflows": [definition
-objects as authored], "modules": [{namespace, name, source, hash?}]}`. `check_package`
-reports every problem at once, each with an RFC 6901 pointer into the package
+objects as authored], "modules": [{namespace, name, source, hash?}], "dependencies"?:
+[{kind: "workflow"|"module", path}]}` (what it refers to but does not hold, issue 15).
+`check_package` reports every problem at once, each with an RFC 6901 pointer into the package
 (`/workflows/3/states/review/assign`, `/modules/0/source`): the format, DUPLICATE_PATH
 inside the set (workflow paths, module names per namespace), each definition validated
 with the package's own paths and the deployed ones as spawn targets and the package's
@@ -25,7 +26,8 @@ from stateward.domain.rawjson import parse_json_text
 from stateward.runtime.hooks.module import check_module
 
 FORMAT = "stateward.package/1"
-KEYS = frozenset({"format", "namespace", "workflows", "modules"})
+KEYS = frozenset({"format", "namespace", "workflows", "modules", "dependencies"})
+DEPENDENCY_KINDS = ("workflow", "module")
 MODULE_KEYS = frozenset({"namespace", "name", "source", "hash"})
 
 
@@ -59,6 +61,8 @@ class Package:
 
     workflows: tuple[Mapping[str, Any], ...]
     modules: tuple[PackageModule, ...]
+    #: What the package refers to but does not hold (issue 15): `{"kind", "path"}` each.
+    dependencies: tuple[Mapping[str, str], ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -105,7 +109,35 @@ def parse_package(package: str | bytes | Mapping[str, Any]) -> tuple[Package, li
     modules = [
         _module(item, i, problems) for i, item in enumerate(_list(value, "modules", problems))
     ]
-    return Package(tuple(workflows), tuple(m for m in modules if m is not None)), problems
+    dependencies = [
+        _dependency(item, i, problems)
+        for i, item in enumerate(_list(value, "dependencies", problems))
+    ]
+    return Package(
+        tuple(workflows),
+        tuple(m for m in modules if m is not None),
+        tuple(d for d in dependencies if d is not None),
+    ), problems
+
+
+def _dependency(item: Any, index: int, problems: list[Problem]) -> Mapping[str, str] | None:
+    """One `dependencies` entry `{"kind": "workflow"|"module", "path": "<ns>/<name>"}`."""
+    at = f"/dependencies/{index}"
+    if (
+        not isinstance(item, Mapping)
+        or set(item) != {"kind", "path"}
+        or item["kind"] not in DEPENDENCY_KINDS
+        or not is_canonical_path(item["path"])
+    ):
+        problems.append(
+            Problem(
+                errors.INVALID_FIELD,
+                'a dependency is {"kind": "workflow" or "module", "path": "<namespace>/<name>"}',
+                at,
+            )
+        )
+        return None
+    return {"kind": str(item["kind"]), "path": str(item["path"])}
 
 
 def check_package(

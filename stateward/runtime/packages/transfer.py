@@ -90,7 +90,12 @@ async def _reads(uow: UnitOfWork, actor: str, namespace: str) -> bool:
 
 
 async def export_package(
-    runtime: Runtime, viewer: Any, namespace: str, paths: list[str] | None = None
+    runtime: Runtime,
+    viewer: Any,
+    namespace: str,
+    paths: list[str] | None = None,
+    *,
+    with_dependencies: bool = False,
 ) -> dict[str, Any]:
     """The package of `namespace` (and the namespaces below it), or of `paths` only.
 
@@ -100,6 +105,12 @@ async def export_package(
     `paths` is None, else only the ones the selected workflows' hooks name) plus modules
     of other namespaces that the hooks name, so that the package imports on its own.
     A named path that is not a live workflow of the namespace is NOT_FOUND.
+
+    `with_dependencies` (issue 15) also adds every workflow the exported ones spawn that
+    lies outside the selection (another namespace's, transitively: its own spawns and
+    hook modules too), when the viewer may read it. Whatever the package refers to but
+    does not hold is listed under `dependencies` (`[{"kind": "workflow"|"module",
+    "path"}]`), so `import` can name it.
     """
     who = actor_id(viewer)
     if not is_namespace(namespace):
@@ -107,11 +118,8 @@ async def export_package(
     async with runtime.uow(readonly=True) as uow:
         if not await _reads(uow, who, namespace):
             raise not_found("namespace")
-        live = {
-            w.path: w
-            for w in await uow.workflows.in_namespace(None)
-            if within(w.namespace, namespace)
-        }
+        everything = {w.path: w for w in await uow.workflows.in_namespace(None)}
+        live = {p: w for p, w in everything.items() if within(w.namespace, namespace)}
         selected = sorted(live) if paths is None else list(dict.fromkeys(paths))
         missing = [
             Problem(NOT_FOUND, f"{p!r} is not a live workflow of {namespace}", f"/paths/{i}")
@@ -124,6 +132,8 @@ async def export_package(
             )
         versions = await uow.workflows.latest_versions(selected)
         workflows = [versions[p].source() for p in selected]
+        if with_dependencies:
+            workflows.extend(await _dependencies(uow, who, workflows, set(everything)))
         wanted = _hook_modules(workflows)
         if paths is None:
             for ns in await uow.processes.registry_namespaces():
@@ -136,7 +146,65 @@ async def export_package(
             module = await uow.modules.get(ns, name)
             if module is not None:
                 modules.append(PackageModule(ns, name, module.source, module.hash).as_dict())
-    return {"format": FORMAT, "namespace": namespace, "workflows": workflows, "modules": modules}
+    package: dict[str, Any] = {
+        "format": FORMAT, "namespace": namespace, "workflows": workflows, "modules": modules,
+    }  # fmt: skip
+    needed = _unresolved(workflows, modules)
+    if needed:
+        package["dependencies"] = needed
+    return package
+
+
+async def _dependencies(
+    uow: UnitOfWork, who: str, workflows: list[dict[str, Any]], live: set[str]
+) -> list[dict[str, Any]]:
+    """The latest sources of the live workflows `workflows` spawn (transitively) that are
+    not among them and that `who` may read, sorted by path."""
+    have = {str(w["$path"]) for w in workflows}
+    added: dict[str, dict[str, Any]] = {}
+    frontier = [t for w in workflows for t in _spawn_targets(w)]
+    while frontier:
+        path = frontier.pop()
+        if path in have or path in added or path not in live:
+            continue
+        if not await _reads(uow, who, split_path(path)[0]):
+            continue
+        version = (await uow.workflows.latest_versions([path]))[path]
+        added[path] = version.source()
+        frontier.extend(_spawn_targets(added[path]))
+    return [added[p] for p in sorted(added)]
+
+
+def _spawn_targets(source: Mapping[str, Any]) -> set[str]:
+    """Every workflow path a definition's spawn items (`spawn`, `mutate.$spawn`) name."""
+    found: set[str] = set()
+    for action in (source.get("actions") or {}).values():
+        if not isinstance(action, Mapping):
+            continue
+        mutate = action.get("mutate")
+        for items in (
+            action.get("spawn"),
+            mutate.get("$spawn") if isinstance(mutate, Mapping) else None,
+        ):
+            for item in items if isinstance(items, list) else [items]:
+                target = item.get("workflow") if isinstance(item, Mapping) else None
+                if isinstance(target, str):
+                    found.add(target)
+    return found
+
+
+def _unresolved(
+    workflows: list[dict[str, Any]], modules: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """What the package's workflows refer to (spawn targets, hook modules) but it does not
+    hold: `[{"kind", "path"}]`, workflows then modules, by path."""
+    have = {str(w["$path"]) for w in workflows}
+    held = {f"{m['namespace']}/{m['name']}" for m in modules}
+    spawned = {t for w in workflows for t in _spawn_targets(w)} - have
+    hooked = {f"{ns}/{name}" for ns, name in _hook_modules(workflows)} - held
+    return [{"kind": "workflow", "path": p} for p in sorted(spawned)] + [
+        {"kind": "module", "path": p} for p in sorted(hooked)
+    ]
 
 
 def _hook_modules(workflows: list[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -181,6 +249,7 @@ async def import_package(
             parsed, deployed=live, deployed_modules=existing_modules.__contains__
         )
         if problems:
+            problems[:0] = await _missing_dependencies(uow, parsed, live)
             raise InvalidDefinition(problems)
         latest = await uow.workflows.latest_versions(p for p in parsed.paths if p in live)
         grants = await _package_grants(uow, parsed)
@@ -206,6 +275,35 @@ async def import_package(
         raise _in_package(error, [where for _, where in plan]) from error
     found = [await get_workflow(runtime, path) for path in parsed.paths]
     return [w for w in found if w is not None]
+
+
+async def _missing_dependencies(uow: UnitOfWork, package: Package, live: set[str]) -> list[Problem]:
+    """The dependencies a package lists (issue 15) that neither it nor this deployment
+    holds: one UNRESOLVED_SPAWN / UNRESOLVED_HOOK each, at `/dependencies/<i>`, naming
+    it and the remedy."""
+    held = set(package.paths) | live
+    own_modules = {m.path for m in package.modules}
+    found: list[Problem] = []
+    for i, item in enumerate(package.dependencies):
+        kind, path = item["kind"], item["path"]
+        if kind == "workflow" and path not in held:
+            code = "UNRESOLVED_SPAWN"
+        elif kind == "module" and path not in own_modules:
+            ns, name = path.rsplit("/", 1)
+            if await uow.modules.get(ns, name) is not None:
+                continue
+            code = "UNRESOLVED_HOOK"
+        else:
+            continue
+        found.append(
+            Problem(
+                code,
+                f"the package depends on {kind} {path}, which is neither in it nor deployed "
+                "here: deploy it first, or export with --with-dependencies",
+                f"/dependencies/{i}",
+            )
+        )
+    return found
 
 
 async def _package_grants(
