@@ -54,9 +54,7 @@ async def test_export_package_with_dependencies_adds_the_spawned_workflows(api: 
     parent = loan("acme/loans/loan")
     parent["actions"]["approve"]["spawn"] = [{"workflow": "acme/billing/fee"}]
     await api.ok(DEPLOY, {"d": child})
-    await api.ok(
-        'mutation{allowSpawn(namespace:"acme/billing",to:"acme/loans"){namespace}}'
-    )
+    await api.ok('mutation{allowSpawn(namespace:"acme/billing",to:"acme/loans"){namespace}}')
     await api.ok(DEPLOY, {"d": parent})
     query = 'query($w:Boolean!){exportPackage(namespace:"acme/loans",withDependencies:$w)}'
     bare = (await api.ok(query, {"w": False}))["exportPackage"]
