@@ -127,7 +127,9 @@ def _kernel(
         event.action, event.input, event.actor, event.ts, event.event_id
     )  # fmt: skip
     if name == CANCEL:
-        return cancel(definition, process, actor, ts, reason=_opt_str(payload, "reason"))
+        return cancel(
+            definition, process, actor, ts, reason=_opt_str(payload, "reason"), authorize=authorize
+        )
     if name == ADVANCE:
         return advance(definition, process, payload, actor, ts, eid, authorize=authorize)
     if name == AUTOMATE:

@@ -41,8 +41,10 @@ CHILDREN_KEY = "$children"
 AWAIT_KEY = "$await"
 #: A spawned child's copy of its parent's data at the spawn (what `parent.*` reads).
 PARENT_KEY = "$parent"
-#: Statuses of a child that count as finished for a join.
-FINISHED = ("completed", "cancelled")
+#: Statuses of a child that count as ended for a join. `error` counts: nothing but a
+#: cancel moves an instance out of it (and a cancel counts too), so a parent waiting for
+#: an errored child would wait for a human; its `then` sees each child's status instead.
+FINISHED = ("completed", "cancelled", "error")
 #: Keys of the parent's data never copied into a child's `$parent` snapshot.
 ENGINE_KEYS = (CHILDREN_KEY, AWAIT_KEY, PARENT_KEY)
 SYSTEM = Actor(id="system")
@@ -108,7 +110,7 @@ def child_done(
     fire the join when it now holds (`perform` is `transition.perform`)."""
     child = payload.get("child")
     status = payload.get("status")
-    if not isinstance(child, str) or status not in (*FINISHED, "error"):
+    if not isinstance(child, str) or status not in FINISHED:
         raise DomainError(
             INVALID_INPUT, "$child needs {child: <id>, status: completed|cancelled|error}"
         )

@@ -78,9 +78,10 @@ def build_plan(definition: Definition) -> Plan:
 
 
 def _holds_ref(action: ActionDef, root: str | None = None) -> bool:
-    """True when a value of the action (mutation, spawn data, timer) is a `{"$ref"}`
-    (reading `root`, when given)."""
+    """True when a value of the action (mutation, spawn data or `each`, timer) is a
+    `{"$ref"}` (reading `root`, when given)."""
     stack: list[object] = [action.mutate, *(s.data for s in action.spawn)]
+    stack.extend(s.each for s in action.spawn)
     stack.extend(s.at for s in action.schedule)
     while stack:
         item = stack.pop()

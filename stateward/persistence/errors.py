@@ -29,6 +29,11 @@ class SeqConflict(PersistenceConflict):
     """Another event already holds this (process, seq): re-read the process and retry."""
 
 
+class LockOrderError(RuntimeError):
+    """A process row was locked out of the lock order (`persistence/sequencer.py`): a bug
+    that could deadlock, refused before it can."""
+
+
 class NonceConflict(PersistenceConflict):
     """The (actor, nonce) pair is already used by a different envelope."""
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, func, insert, select, update
 
 from stateward.persistence.base import Repository, chunks, to_record
-from stateward.persistence.errors import SeqConflict
+from stateward.persistence.errors import LockOrderError, SeqConflict
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
 from stateward.records import INSTANCE, REGISTRY, ProcessRecord
@@ -19,6 +19,8 @@ from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 P = cast(Table, Process.__table__)
 _COLUMNS = tuple(f.name for f in fields(ProcessRecord))
 _MUTABLE = tuple(c for c in _COLUMNS if c not in ("id", "kind", "created_at"))
+#: `session.info` key: the process rows this transaction holds `FOR UPDATE` (PostgreSQL).
+HELD_INFO = "stateward.held_processes"
 # Hot-path statements built once (compiled once, executed with parameters).
 _INSERT = insert(P)
 _UPDATE = (
@@ -60,12 +62,18 @@ class ProcessRepository(Repository):
         await self.session.execute(_INSERT, {c: getattr(record, c) for c in _COLUMNS})
 
     async def get(self, process_id: str, *, for_update: bool = False) -> ProcessRecord | None:
-        """The process `process_id`, or None. `for_update` locks the row on PostgreSQL."""
+        """The process `process_id`, or None. `for_update` locks the row on PostgreSQL
+        (checked against the lock order: see `lock`)."""
         stmt = select(P).where(Process.id == process_id)
-        if for_update and self.dialect == "postgresql":
+        locking = for_update and self.dialect == "postgresql"
+        if locking:
             stmt = stmt.with_for_update()
         row = (await self.session.execute(stmt)).one_or_none()
-        return None if row is None else process_record(row)
+        if row is None:
+            return None
+        if locking:
+            self._held([row.id])
+        return process_record(row)
 
     async def update(self, record: ProcessRecord, expected_seq: int) -> None:
         """Write every mutable column of `record` if the row is still at `expected_seq`.
@@ -104,13 +112,30 @@ class ProcessRepository(Repository):
         """
         ordered = sorted(set(ids))
         found: dict[str, ProcessRecord] = {}
+        locking = self.dialect == "postgresql"
         for batch in chunks(ordered):
             stmt = select(P).where(Process.id.in_(batch)).order_by(P.c.id)
-            if self.dialect == "postgresql":
+            if locking:
                 stmt = stmt.with_for_update()
             rows = await self.session.execute(stmt)
             found.update({r.id: process_record(r) for r in rows})
+        if locking:
+            self._held(found)
         return found
+
+    def _held(self, ids: Iterable[str]) -> None:
+        """Note process rows this transaction now holds `FOR UPDATE`; raise
+        `LockOrderError` when one of them was not held yet and sorts before a row that
+        already was (the ascending-id rule of the lock order was broken: a possible
+        deadlock, so a bug). Rows already held cost nothing to lock again."""
+        held: set[str] = self.session.info.setdefault(HELD_INFO, set())
+        new = sorted(set(ids) - held)
+        if new and held and new[0] < max(held):
+            raise LockOrderError(
+                f"process row {new[0]} locked after {max(held)}: process rows are locked "
+                "in ascending id order, all at the start of the transaction"
+            )
+        held.update(new)
 
     async def children_by_parents(
         self, parent_ids: Iterable[str]

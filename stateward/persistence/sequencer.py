@@ -6,8 +6,11 @@ calls it). Lock order, which makes deadlocks between nodes impossible by constru
 
 1. **process rows**, `FOR UPDATE`, in ascending id order, taken at the start of the
    transaction (`ProcessRepository.lock`; a one-event transaction locks its one row with
-   `get(for_update=True)`). New process rows (`$start`, spawned children) are inserted
-   afterwards; their ids are unique to the event that creates them.
+   `get(for_update=True)`), together with the ancestors the events may write through
+   `$child` (`runtime.core.joins.awaiting_ancestors`). `ProcessRepository` refuses a row
+   locked after one with a greater id (`LockOrderError`). New process rows (`$start`,
+   spawned children) are inserted afterwards; their ids are unique to the event that
+   creates them.
 2. **rows owned by those processes** — events, assignments, schedules, SLA marks,
    notifications, webhook deliveries, and for a registry its grants, keys, workflows and
    webhooks — only ever written while holding the owning process row, so they add no

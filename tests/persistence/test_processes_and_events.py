@@ -15,6 +15,7 @@ from stateward.persistence import (
     SeqConflict,
     UnitOfWorkFactory,
 )
+from stateward.persistence.errors import LockOrderError
 from stateward.persistence.processes import ProcessFilter
 from stateward.records import AssignmentRecord
 
@@ -185,3 +186,22 @@ async def test_processes_by_ids_and_filtered_listing(uow_factory: UnitOfWorkFact
         ]
         assert await uow.processes.count(ProcessFilter(workflow="case/review/kyc")) == 1
         assert await uow.processes.all_ids() == [first.id, second.id, other.id]
+
+
+async def test_process_rows_are_locked_in_ascending_id_order_or_refused(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    """Step 1 of the lock order: a transaction never locks a process row after one with a
+    greater id (that is how two of them could each hold what the other waits for)."""
+    low = await _stored(uow_factory, process_id="00000000-0000-4000-8000-00000000000a")
+    high = await _stored(uow_factory, process_id="00000000-0000-4000-8000-00000000000b")
+    async with uow_factory() as uow:
+        assert set(await uow.processes.lock([high.id, low.id])) == {low.id, high.id}
+        assert await uow.processes.get(low.id, for_update=True) is not None  # held: fine
+    async with uow_factory() as uow:
+        await uow.processes.get(high.id, for_update=True)
+        if uow.dialect == "postgresql":
+            with pytest.raises(LockOrderError):
+                await uow.processes.get(low.id, for_update=True)
+        else:  # one writer at a time: no row locks, nothing to order
+            assert await uow.processes.get(low.id, for_update=True) is not None

@@ -199,8 +199,10 @@ async def test_spawn_creates_children_with_their_own_start_event(admin_rt, opera
         (start,) = await uow.events.for_process(child.id)
     assert start.action == "$start"
     # Into another namespace (granted by `allow_spawn`): as the spawning actor, at the
-    # child's initial state, not linked (spawns within a namespace: tests/api).
-    assert start.actor == operator.public and child.parent_id is None
+    # child's initial state, linked to its parent by the runtime (not by the `$start`
+    # input, which carries no parent data: spawns within a namespace: tests/api).
+    assert start.actor == operator.public and child.parent_id == pid
+    assert "parent" not in start.input and "parent_data" not in start.input
     assert start.signer == admin_rt.node_public
     assert {m.type for m in result.outbox} >= {"workflow.started", "workflow.completed"}
 

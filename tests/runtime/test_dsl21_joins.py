@@ -179,3 +179,192 @@ async def test_a_spawn_only_child_refuses_a_direct_start(desk):
     with pytest.raises(DomainError) as refused:
         await start_instance(desk.rt, desk.admin, TASK["$path"], {})
     assert refused.value.code == "FORBIDDEN"
+
+
+# --- children that end in `error`, or are spawned straight into an end (issue 14) ---
+
+HOOKS = """
+def boom(ctx):
+    fail("boom")
+"""
+FLAKY: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/flaky-task",
+    "initial": "open",
+    "start": {"spawn_only": True},
+    "states": {
+        "open": {"label": "Open"},
+        "checking": {"label": "Checking", "audience": "system", "hook": "hooks:boom"},
+        "done": {"label": "Done", "terminal": True},
+    },
+    "actions": {
+        "finish": {"from": "open", "to": "done"},
+        "check": {"from": "open", "to": "checking"},
+        "after_check": {"from": "checking", "to": "done"},
+    },
+}
+MIXED: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/mixed",
+    "initial": "draft",
+    "states": {
+        "draft": {"label": "Draft"},
+        "parallel": {"label": "Parallel", "await": {"children": "all", "then": "joined"}},
+        "ready": {"label": "Ready", "terminal": True},
+    },
+    "actions": {
+        "begin": {
+            "from": "draft",
+            "to": "parallel",
+            "spawn": [
+                {"workflow": "ops/desk/flaky-task", "each": {"$ref": "data.teams"}},
+                {"workflow": "ops/desk/flaky-task", "to": "done", "as": "skipped"},
+            ],
+        },
+        "skip_all": {
+            "from": "draft",
+            "to": "parallel",
+            "spawn": [{"workflow": "ops/desk/flaky-task", "each": "input.teams", "to": "done"}],
+        },
+        "joined": {
+            "role": "system",
+            "from": "parallel",
+            "to": "ready",
+            "mutate": {"$set": {"results": "input.children"}},
+        },
+    },
+}
+
+
+@pytest.fixture
+async def mixed(admin_rt, operator) -> Any:
+    from stateward.runtime.access import registry
+    from stateward.runtime.hooks import automation
+    from stateward.runtime.hooks.runner import HookRunner
+
+    async with HookRunner(workers=1) as runner:
+        await registry.add_module(admin_rt, operator, "ops/desk", "hooks", HOOKS)
+        desk = await Desk(admin_rt, operator).setup(FLAKY, MIXED)
+        automation.install(admin_rt, runner)
+        yield desk
+
+
+async def test_an_errored_child_and_one_spawned_into_its_end_are_reported_and_counted(mixed):
+    desk = mixed
+    pid = (
+        await start_instance(desk.rt, desk.admin, MIXED["$path"], {"teams": ["a", "b"]})
+    ).record.id
+    begun = await perform_action(desk.rt, desk.admin, pid, "begin", {})
+    first, second, skipped = (c.id for c in begun.children)
+    assert (await desk.process(skipped)).status == "completed"
+    parent = await desk.process(pid)
+    # The child born completed is recorded by a `$child` right after the parent's event.
+    assert await _actions(desk, pid) == ["$start", "begin", "$child"]
+    assert parent.data["$children"][skipped]["status"] == "completed"
+    assert parent.state == "parallel"
+    await perform_action(desk.rt, desk.admin, first, "finish", {})
+    await perform_action(desk.rt, desk.admin, second, "check", {})  # its hook fails
+    assert (await desk.process(second)).status == "error"
+    parent = await desk.process(pid)
+    # An errored child counts as ended: the join fired, its `then` sees the status.
+    assert (parent.state, parent.status) == ("ready", "completed")
+    statuses = {r["id"]: r["status"] for r in parent.data["results"]}
+    assert statuses == {first: "completed", second: "error", skipped: "completed"}
+    # Cancelling the errored child is reported too (the parent's view stays true).
+    from stateward.runtime.core.commands import cancel_instance
+
+    await cancel_instance(desk.rt, desk.admin, second, "given up")
+    parent = await desk.process(pid)
+    assert parent.data["$children"][second]["status"] == "cancelled"
+    assert (await _actions(desk, pid)).count("$child") == 4
+    completed = [m for m in await desk.outbox(pid) if m.type == "workflow.completed"]
+    assert len(completed) == 1
+    for process_id in (pid, first, second, skipped):
+        assert (await verify(desk.rt, process_id)).valid
+
+
+async def test_children_all_spawned_into_their_end_complete_the_join_at_once(mixed):
+    desk = mixed
+    pid = (await start_instance(desk.rt, desk.admin, MIXED["$path"], {})).record.id
+    result = await perform_action(desk.rt, desk.admin, pid, "skip_all", {"teams": [1, 2, 3]})
+    assert len(result.children) == 3
+    parent = await desk.process(pid)
+    assert (parent.state, parent.status) == ("ready", "completed")
+    assert await _actions(desk, pid) == ["$start", "skip_all", "$child", "$child", "$child"]
+    messages = [m.payload["seq"] for m in await desk.outbox(pid)]
+    assert messages == sorted(messages)  # the parent's event first, then its `$child`s
+    assert (await verify(desk.rt, pid)).valid
+
+
+# --- children in another namespace (issue 14: joins across namespaces) ---
+
+REMOTE_TASK: dict[str, Any] = {
+    **TASK,
+    "$path": "fin/pay/remote-task",
+    "states": {
+        "open": {"label": "Open"},
+        "done": {"label": "Done", "terminal": True, "returns": ["note"]},
+    },
+    "actions": {
+        "finish": {"from": "open", "to": "done", "mutate": {"$set": {"note": "input.note"}}},
+        "drop": {"from": "open", "to": "$cancel"},
+    },
+}
+REMOTE_PARENT: dict[str, Any] = {
+    **ONBOARDING,
+    "$path": "ops/desk/remote-onboarding",
+    "actions": {
+        **ONBOARDING["actions"],
+        "begin": {
+            "from": "draft",
+            "to": "parallel",
+            "spawn": [
+                {"workflow": "fin/pay/remote-task", "each": {"$ref": "data.teams"}, "as": "tasks"}
+            ],
+        },
+    },
+}
+
+
+@pytest.fixture
+async def remote(admin_rt, operator) -> Desk:
+    from stateward.runtime.access import registry
+    from stateward.runtime.access.references import allow_spawn
+
+    await registry.deploy_workflow(admin_rt, operator, REMOTE_TASK)
+    await allow_spawn(admin_rt, operator, "fin/pay", "ops/desk")
+    return await Desk(admin_rt, operator).setup(REMOTE_PARENT)
+
+
+async def test_a_join_waits_for_children_in_another_namespace(remote):
+    desk = remote
+    data = {"teams": ["x", "y"]}
+    pid = (await start_instance(desk.rt, desk.admin, REMOTE_PARENT["$path"], data)).record.id
+    kids = [c.id for c in (await perform_action(desk.rt, desk.admin, pid, "begin", {})).children]
+    for kid in kids:
+        child = await desk.process(kid)
+        assert (child.namespace, child.parent_id, child.started_by) == ("fin/pay", pid, desk.admin)
+    await perform_action(desk.rt, desk.admin, kids[0], "finish", {"note": "paid"})
+    assert (await desk.process(pid)).state == "parallel"
+    await perform_action(desk.rt, desk.admin, kids[1], "drop", {})
+    parent = await desk.process(pid)
+    assert (parent.state, parent.status) == ("ready", "completed")
+    by_id = {r["id"]: r for r in parent.data["results"]}
+    assert by_id[kids[0]]["result"] == {"note": "paid"}
+    assert by_id[kids[1]]["status"] == "cancelled"
+    for process_id in (pid, *kids):
+        assert (await verify(desk.rt, process_id)).valid
+
+
+async def test_a_withdrawn_grant_hides_the_childs_end_from_its_parent(remote):
+    from stateward.runtime.access.references import allow_spawn
+
+    desk = remote
+    data = {"teams": ["x"]}
+    pid = (await start_instance(desk.rt, desk.admin, REMOTE_PARENT["$path"], data)).record.id
+    (kid,) = [c.id for c in (await perform_action(desk.rt, desk.admin, pid, "begin", {})).children]
+    await allow_spawn(desk.rt, desk.operator, "fin/pay", "ops/desk", allow=False)
+    await perform_action(desk.rt, desk.admin, kid, "finish", {"note": "paid"})
+    assert (await desk.process(kid)).status == "completed"
+    parent = await desk.process(pid)
+    assert parent.state == "parallel" and "$child" not in await _actions(desk, pid)

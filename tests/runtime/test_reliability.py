@@ -13,6 +13,7 @@ import pytest
 from kernel_fixtures import TICKET, TIMED, Desk
 from sqlalchemy import text
 
+from stateward.domain.errors import DomainError
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.persistence.sequencer import SEQUENCER_LOCK_KEY
 from stateward.runtime.access.genesis import init
@@ -212,3 +213,110 @@ async def test_bus_messages_carry_the_log_event_they_came_from(nodes):
     assert {k: v for k, v in one.items() if k not in ("id", "at", "seq", "hash")} == {
         k: v for k, v in two.items() if k not in ("id", "at", "seq", "hash")
     }
+
+
+JOIN_PARENT = {
+    "$version": "2.0",
+    "$path": "ops/desk/joinparent",
+    "initial": "draft",
+    "states": {
+        "draft": {"label": "Draft"},
+        "parallel": {"label": "Parallel", "await": {"children": "all", "then": "joined"}},
+        "ready": {"label": "Ready", "terminal": True},
+    },
+    "actions": {
+        "begin": {
+            "from": "draft",
+            "to": "parallel",
+            "spawn": [{"workflow": "ops/desk/jointask", "each": {"$ref": "data.teams"}}],
+        },
+        "note": {"from": "parallel", "mutate": {"$increment": {"notes": 1}}},
+        "joined": {"role": "system", "from": "parallel", "to": "ready"},
+    },
+}
+JOIN_TASK = {
+    "$version": "2.0",
+    "$path": "ops/desk/jointask",
+    "initial": "open",
+    "start": {"spawn_only": True},
+    "states": {
+        "open": {"label": "Open", "sla_seconds": 1},
+        "done": {"label": "Done", "terminal": True, "returns": ["notes"]},
+    },
+    "actions": {
+        "note": {"from": "open", "mutate": {"$increment": {"notes": 1}}},
+        "finish": {"from": "open", "to": "done"},
+    },
+}
+
+
+async def test_two_nodes_ending_children_of_the_same_parents_while_sweeping_never_deadlock(nodes):
+    """A child's end writes its parent (`$child`): the parent is locked with the child, by
+    id, at the start of every transaction (single events and group-commit batches)."""
+    a, b, operator = nodes
+    desk = await Desk(a, operator).setup(JOIN_TASK, JOIN_PARENT, TIMER)
+    parents: dict[str, list[str]] = {}
+    for _ in range(4):
+        data = {"teams": ["hr", "it", "facilities", "legal", "travel"]}
+        pid = (await start_instance(a, desk.admin, JOIN_PARENT["$path"], data)).record.id
+        parents[pid] = [
+            c.id for c in (await perform_action(a, desk.admin, pid, "begin", {})).children
+        ]
+    for _ in range(4):
+        tid = (await start_instance(a, desk.admin, TIMER["$path"], {})).record.id
+        await perform_action(a, desk.admin, tid, "arm", {})
+    kids = [k for ks in parents.values() for k in ks]
+    before = await _deadlocks(a)
+    rng = random.Random(14)
+    stop = asyncio.Event()
+
+    async def busy(rt: Runtime, n: int) -> None:  # notes on parents and children, mixed
+        for _ in range(n):
+            target = rng.choice([*parents, *kids])
+            try:
+                await perform_action(rt, desk.admin, target, "note", {})
+            except DomainError as error:  # it ended meanwhile: nothing else is expected
+                assert error.code in ("INACTIVE_PROCESS", "WRONG_STATE"), error
+
+    async def sweeper(rt: Runtime) -> None:
+        while not stop.is_set():
+            report = await tick(rt)
+            assert report.errors == {}, report.errors
+            await asyncio.sleep(0.05)
+
+    sweeps = [asyncio.create_task(sweeper(rt)) for rt in (a, b)]
+    await asyncio.gather(*(busy(rt, 10) for rt in (a, b) for _ in range(4)))
+    order = kids[:]
+    rng.shuffle(order)
+
+    async def finish(n: int, kid: str) -> None:
+        await asyncio.sleep(0.01 * (n // 4))
+        await perform_action((a, b)[n % 2], desk.admin, kid, "finish", {})
+
+    await asyncio.gather(
+        *(finish(n, kid) for n, kid in enumerate(order)),
+        *(busy(rt, 12) for rt in (a, b) for _ in range(6)),
+    )
+    await asyncio.sleep(1.2)  # the last SLA marks and timers
+    stop.set()
+    await asyncio.gather(*sweeps)
+
+    assert await _deadlocks(a) - before == 0
+    for rt in (a, b):
+        assert isinstance(rt.committer, GroupCommitter)
+        assert rt.committer.fallbacks == 0
+    for pid, children in parents.items():
+        parent = await desk.process(pid)
+        assert (parent.state, parent.status) == ("ready", "completed")
+        actions = [e.action for e in await _log(a, pid)]
+        assert actions.count("$child") == len(children)
+        assert sorted(
+            e.input["child"] for e in await _log(a, pid) if e.action == "$child"
+        ) == sorted(children)
+        completed = [m for m in await desk.outbox(pid) if m.type == "workflow.completed"]
+        assert len(completed) == 1  # the join fired once
+        for kid in children:
+            kinds = Counter(e.input["kind"] for e in await _log(a, kid) if e.action == "$sla")
+            assert kinds["breach"] <= 1 and kinds["warning"] <= 1
+    report = await verify(a)
+    assert report.valid, [p.line() for p in report.problems]

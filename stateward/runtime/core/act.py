@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,6 +53,7 @@ from stateward.records import (
     StoredEvent,
 )
 from stateward.runtime.core.idempotency import is_keyed, same_request
+from stateward.runtime.core.joins import awaiting_ancestors
 from stateward.runtime.core.kernel import (
     START,
     ActContext,
@@ -284,10 +285,29 @@ class ReadCache:
         self.roles.clear()
         self.processes.clear()
 
-    async def prefetch(self, uow: UnitOfWork, process_ids: list[str]) -> None:
-        """Lock and read the batch's processes in one query, in id order (step 1 of the
-        lock order, `persistence/sequencer.py`; SQLite: the write lock is already held)."""
-        self.processes.update(await uow.processes.lock(process_ids))
+    async def prefetch(self, runtime: Runtime, uow: UnitOfWork, process_ids: list[str]) -> None:
+        """Lock and read the batch's processes and the ancestors their events may write
+        (`$child`), in one query, in id order (step 1 of the lock order,
+        `persistence/sequencer.py`; SQLite: the write lock is already held)."""
+        self.processes.update(await lock_family(runtime, uow, process_ids))
+
+
+async def lock_family(
+    runtime: Runtime, uow: UnitOfWork, process_ids: Iterable[str]
+) -> dict[str, ProcessRecord]:
+    """Step 1 of the lock order for a transaction that writes `process_ids`: lock them
+    and every ancestor their events may write through `$child` (a child's end tells its
+    awaiting parent, whose join may end it and tell its own), all at once, sorted by id."""
+    ids = list(process_ids)
+    return await uow.processes.lock([*ids, *await awaiting_ancestors(runtime, uow, ids)])
+
+
+async def lock_process(runtime: Runtime, uow: UnitOfWork, process_id: str) -> ProcessRecord | None:
+    """Lock and read one event's process (with its awaiting ancestors, `lock_family`)."""
+    above = await awaiting_ancestors(runtime, uow, [process_id])
+    if not above:
+        return await uow.processes.get(process_id, for_update=True)
+    return (await uow.processes.lock([process_id, *above])).get(process_id)
 
 
 async def check_revoked(
@@ -338,7 +358,7 @@ async def apply_in(
     registry = workflow.endswith(BOOTSTRAP_SUFFIX)
     process = cache.processes.pop(envelope.process, None) if cache is not None else None
     if process is None:
-        process = await uow.processes.get(envelope.process, for_update=True)
+        process = await lock_process(runtime, uow, envelope.process)
     reader: Actor | None = None
     if registry:
         namespace = workflow[: -len(BOOTSTRAP_SUFFIX)]

@@ -123,7 +123,9 @@ class GroupCommitter:
                 async with runtime.uow() as uow:
                     cache = ReadCache()
                     # Lock order step 1: every existing process of the batch, by id.
-                    await cache.prefetch(uow, [item.signed.envelope.process for item in items])
+                    await cache.prefetch(
+                        runtime, uow, [item.signed.envelope.process for item in items]
+                    )
                     for item in items:
                         try:
                             with tracing.attached(item.trace), tracing.span("act.engine"):

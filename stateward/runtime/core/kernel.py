@@ -78,6 +78,11 @@ class ActContext:
     payload_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Other processes this event wrote too (a parent told of its child's end).
     touched: set[str] = field(default_factory=set)
+    #: A spawned child's `$start`: the spawning parent (the row's `parent_id`). Set by the
+    #: runtime's spawn only, never from an input, so no signer can link itself to a
+    #: process (and be reported to it); a `$start` input's `parent` says the same for
+    #: children in the parent's namespace.
+    spawned_by: str | None = None
 
     @property
     def envelope(self) -> Envelope:

@@ -116,6 +116,9 @@ class Runtime:
     #: `log restore` only: the exported `$start` envelopes of spawned children by child
     #: id, used instead of signing new ones so the rebuilt log is the same log.
     restoring: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Process id -> the ancestors an event of it may write through `$child` (immutable
+    #: facts: parent links and pinned versions never change), `joins.awaiting_ancestors`.
+    ancestry: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
     async def open(

@@ -69,6 +69,9 @@ class Written:
     #: Message deliveries this event made pending (an instance entered a state that
     #: waits for a message already published): delivered after the commit.
     messages: list[int] = field(default_factory=list)
+    #: Children this event spawned straight into an end (`joins.born_ended`): their
+    #: parent is told after its own event is written (the child's ctx, row and outcome).
+    ended: list[tuple[ActContext, ProcessRecord, Outcome]] = field(default_factory=list)
 
     @property
     def outbox(self) -> list[OutboxRecord]:
@@ -113,7 +116,9 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         )
     if old is not None:
         return replace(old, **values)
-    parent = ctx.input.get("parent") if ctx.envelope.action.name == START else None
+    parent = ctx.spawned_by
+    if parent is None and ctx.envelope.action.name == START:
+        parent = ctx.input.get("parent")
     return ProcessRecord(
         id=ctx.envelope.process,
         kind=ctx.kind,
@@ -181,14 +186,22 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     written = Written(event=stored, process=record, outcome=outcome)
     assignment_ids = await _effects(ctx, outcome, record, written)
     written.staged.extend(_outbox(ctx, outcome, record, assignment_ids, stored))
+    for child_ctx, child, child_outcome in written.ended:
+        # After the parent's own event (its seq, then its outbox rows): one `$child` each.
+        ctx.touched.add(record.id)
+        _merge(written, await joins.tell_parent(child_ctx, child, child_outcome))
     if joins.ends_child(ctx, record, outcome):
-        told = await joins.tell_parent(ctx, record, outcome)
-        if told is not None:
-            written.staged.extend(told.staged)
-            written.hooks.extend(told.hooks)
-            written.children.extend(told.children)
-            written.messages.extend(told.messages)
+        _merge(written, await joins.tell_parent(ctx, record, outcome))
     return written
+
+
+def _merge(written: Written, told: Written | None) -> None:
+    """Add what a parent's `$child` event wrote to the event that caused it."""
+    if told is not None:
+        written.staged.extend(told.staged)
+        written.hooks.extend(told.hooks)
+        written.children.extend(told.children)
+        written.messages.extend(told.messages)
 
 
 async def _effects(
@@ -283,8 +296,11 @@ async def _spawn(
     to its parent (`parent_id`; the parent's data lists it under `as` via the engine), in
     the spawn item's state. Into another namespace only when that namespace granted it
     (`allow_spawn`, checked again now), and then as the spawning actor, at the child
-    workflow's initial state, with no parent link: the other namespace's own rules and
-    review steps apply to what arrives there. Not granted = NOT_FOUND, as if missing.
+    workflow's initial state, without the parent's data: the other namespace's own rules
+    and review steps apply to what arrives there. Not granted = NOT_FOUND, as if missing.
+    Every child is linked to its parent (`parent_id`, set here, not by the `$start`
+    input), so an awaiting parent is told when it ends — the grant that let the parent
+    start it is what lets the parent learn its status and `returns`.
     """
     runtime, uow = ctx.runtime, ctx.uow
     missing = DomainError(NOT_FOUND, f"spawn target {spawn.workflow} is not deployed")
@@ -297,7 +313,8 @@ async def _spawn(
         raise missing
     version = (await uow.workflows.get(spawn.workflow)).latest_version  # type: ignore[union-attr]
     start_input: dict[str, Any] = {"data": dict(spawn.data)}
-    if not foreign:  # a child in another namespace gets no link to (or data of) its parent
+    if not foreign:  # a child in another namespace gets no data of its parent (its link
+        # is the row's `parent_id`, set from `spawned_by`, not from its `$start` input)
         start_input["parent"] = parent.id
         if spawn.parent is not None and plan_for(definition).reads_parent:
             start_input["parent_data"] = dict(spawn.parent)
@@ -344,12 +361,15 @@ async def _spawn(
         namespace=definition.namespace,
         workflow=spawn.workflow,
         version=version,
+        spawned_by=parent.id,
     )
     child = await write_event(child_ctx, outcome)
     written.children.extend(child.children)
     written.staged.extend(child.staged)
     written.hooks.extend(child.hooks)
     written.messages.extend(child.messages)
+    if joins.born_ended(child.process, outcome):
+        written.ended.append((child_ctx, child.process, outcome))
     return child.process
 
 

@@ -32,6 +32,7 @@ from stateward.runtime.core.act import (
     _verify_signature,
     after_commit,
     apply_in,
+    lock_family,
     result_of,
 )
 from stateward.runtime.core.services import Runtime
@@ -96,8 +97,9 @@ async def _apply_all(
     """One unit of work: apply every envelope, then commit (rolled back on any error)."""
     async with runtime.uow() as uow:
         uow.session.info[PENDING_WORKFLOWS] = frozenset(pending_workflows)
-        # Lock order step 1: every existing process of the batch, in id order.
-        await uow.processes.lock(item.envelope.process for item in signed)
+        # Lock order step 1: every existing process of the batch and the ancestors their
+        # events may write (`$child`), in id order.
+        await lock_family(runtime, uow, (item.envelope.process for item in signed))
         written = []
         for index, (item, identity) in enumerate(zip(signed, identities, strict=True)):
             try:
