@@ -1,21 +1,30 @@
-"""API throughput: `performAction` over HTTP beside a bare Starlette insert, and live fan-out.
+"""API throughput and delivery, each measured beside an honest baseline in the same run.
 
-Measured in one run, every server in its own process on a fresh SQLite file:
-1. `stateward serve` (memory bus): `performAction` mutations (a `$increment` self-effect,
-   each worker on its own instances) from `--clients` concurrent HTTP connections for
-   `--seconds`: actions/s, p50 and p99 latency.
-2. A bare Starlette endpoint (uvicorn, same settings) inserting one row of the size of a
-   stored event into the same kind of database (SQLite through the same engine setup):
-   inserts/s. `ratio_vs_bare_starlette` = 1. / 2. (goal >= 0.40).
-3. Event delivery: `--subscribers` websocket subscribers (graphql-transport-ws) on the
-   stateward server; actions are performed one instance each; every subscriber must get
-   every event: deliveries/s and p99 latency from sending the mutation to receipt.
-4. `metrics_overhead`: two fresh `stateward serve` processes, one plain and one with
-   `STATEWARD_METRICS=1` and OpenTelemetry tracing exporting over OTLP/HTTP to a local sink
-   (a process that accepts and drops `/v1/traces`), measured in alternating rounds:
-   actions/s observed ÷ plain (goal >= 0.9).
-Usage: `python bench/api.py [--quick] [--json] [--only metrics_overhead]`; `--json`
-prints one JSON object last.
+Every server runs in its own process on a fresh SQLite file; load comes from the lean
+asyncio HTTP/1.1 client of `bench/_common.py` (~0.1 ms CPU per request), and every HTTP
+figure comes with the server's CPU per request (its utime+stime over the requests, read
+from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the median of
+`--rounds` alternating rounds (min–max printed beside), with the load average.
+
+1. `performAction` (a `$increment` self-effect, each client on its own instance) from
+   `--clients` keep-alive connections: actions/s, server ms/action, p50/p99.
+2. The bare baseline: a Starlette endpoint (same uvicorn options) that parses the JSON and
+   writes the same three rows as an action — the process update, the event (≈ 900 bytes)
+   and the outbox row — behind one writer task with the same batching (up to 64 requests
+   per transaction, answered after the commit). `ratio_vs_bare` = 1. / 2. (goal ≥ 0.8).
+3. `submitEvent`: client-signed envelopes (signed before each round); `submit_per_s`.
+4. `submitEvents`: 100 client-signed envelopes per request; `batch_submit_per_s` (events/s;
+   null when the server has no `submitEvents`).
+5. Delivery to `--subscribers` and twice that many graphql-transport-ws subscribers at a
+   steady offered load below capacity (`--offered` deliveries/s, i.e. offered/subscribers
+   events/s): p50/p99 from sending the mutation to receipt (`delivery_p99_ms_500`,
+   `delivery_p99_ms_1000`); then the capacity (a burst of events, deliveries/s until all
+   arrived) beside a raw websocket broadcast of frames of the same shape to the same
+   number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`.
+6. `metrics_overhead` (not with `--quick`): a plain and an observed (`STATEWARD_METRICS=1`,
+   OTLP tracing to a local sink) server in alternating rounds (goal ≥ 0.9).
+Usage: `python bench/api.py [--quick] [--json] [--only throughput|delivery|metrics_overhead]`;
+`--json` prints one JSON object last.
 """
 
 from __future__ import annotations
@@ -23,22 +32,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import websockets
 
-LISTENING = re.compile(r"listening on (http://\S+)")
-ROW_BYTES = 900  # about one stored event (envelope, signature, hashes) of this bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (
+    Connection,
+    Proc,
+    gql,
+    hammer,
+    load_average,
+    login,
+    median_range,
+    percentile,
+    start_stateward,
+)
+
+EVENT_BYTES = 900  # about one stored event (envelope, signature, hashes) of this bench
+OUTBOX_BYTES = 300
+MAX_BATCH = 64  # as the group committer
 COUNTER = {
     "$version": "2.0",
     "$path": "bench/api/counter",
@@ -50,51 +68,49 @@ COUNTER = {
     },
 }
 ACT = 'mutation($i:String!){performAction(instance:$i,action:"bump"){duplicate}}'
+SUBMIT = (
+    "mutation($e:JSON!,$s:String!,$k:String!)"
+    "{submitEvent(event:$e,signature:$s,signer:$k){duplicate}}"
+)
+SUBMIT_MANY = "mutation($l:[SignedEventInput!]!){submitEvents(events:$l){duplicate error{code}}}"
+SUBSCRIBE = (
+    'subscription{events(filter:{types:["workflow.updated"],namespace:"bench/api"})'
+    "{cursor instanceId}}"
+)
 
 
-class Proc:
-    """A server subprocess that prints `listening on URL` when ready."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], cwd: str) -> None:
-        self.proc = subprocess.Popen(
-            cmd, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip())
-                found = LISTENING.search(line)
-                if found and not self.url:
-                    self.url = found.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(60) or not self.url:
-            self.stop()
-            raise RuntimeError("server did not start:\n" + "\n".join(self.lines[-30:]))
-
-    def stop(self) -> None:
-        """SIGTERM and wait."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+# -- the baselines (each runs in its own process) ----------------------------------------
 
 
-# -- the bare Starlette server (runs in its own process) ---------------------------------
+def _serve(app: Any, path: str) -> None:
+    """Run `app` with stateward's own uvicorn options on a free port; print its URL."""
+    import uvicorn
+
+    from stateward.commands import serve as serving
+    from stateward.settings import Settings
+
+    uvicorn_options = serving.uvicorn_options
+    factory = getattr(serving, "loop_factory", lambda: None)()  # the loop stateward runs on
+
+    options = uvicorn_options(Settings.from_env(port=0))
+    options.update(lifespan="off", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+
+    async def serve() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        print(f"listening on http://127.0.0.1:{port}{path}", flush=True)
+        await task
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(serve())
 
 
 def bare_server(db: str) -> None:
-    """`--bare-server`: POST /insert writes one row per request; prints its URL."""
-    import uvicorn
+    """`--bare-server DB`: POST /act writes a process update, an event and an outbox row,
+    batched by one writer task (up to 64 per transaction), answered after the commit."""
     from sqlalchemy import text
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -104,45 +120,115 @@ def bare_server(db: str) -> None:
     from stateward.persistence import create_engine
 
     engine = create_engine(db)
+    queue: asyncio.Queue[tuple[str, asyncio.Future[int]]] = asyncio.Queue()
+    event_body = "e" * EVENT_BYTES
+    outbox_body = "o" * OUTBOX_BYTES
+    update = text(
+        "UPDATE processes SET seq = seq + 1, data = :d, updated_at = :t WHERE id = :id "
+        "RETURNING seq"
+    )
+    add_event = text("INSERT INTO events (process, seq, body, hash) VALUES (:p, :s, :b, :h)")
+    add_outbox = text("INSERT INTO outbox (type, payload) VALUES ('workflow.updated', :b)")
 
-    async def insert(request: Request) -> JSONResponse:
-        body = await request.json()
-        async with engine.begin() as conn:
-            result = await conn.execute(
-                text("INSERT INTO rows (payload, created_at) VALUES (:p, :t) RETURNING id"),
-                {"p": body["payload"], "t": time.time()},
-            )
-            row_id = result.scalar_one()
-        return JSONResponse({"id": row_id})
+    async def writer() -> None:
+        while True:
+            items = [await queue.get()]
+            while len(items) < MAX_BATCH and not queue.empty():
+                items.append(queue.get_nowait())
+            async with engine.begin() as conn:
+                seqs = []
+                for process, _ in items:
+                    seq = (await conn.execute(update, {"d": '{"n": 1}', "t": time.time(),
+                                                       "id": process})).scalar_one()  # fmt: skip
+                    await conn.execute(add_event, {"p": process, "s": seq, "b": event_body,
+                                                   "h": uuid.uuid4().hex * 2})  # fmt: skip
+                    await conn.execute(add_outbox, {"b": outbox_body})
+                    seqs.append(seq)
+            for (_, future), seq in zip(items, seqs, strict=True):
+                future.set_result(seq)
+
+    known: set[str] = set()
+    started: list[asyncio.Task[None]] = []
+
+    async def act(request: Request) -> JSONResponse:
+        body = json.loads(await request.body())
+        process = body["variables"]["i"]
+        if not started:
+            started.append(asyncio.get_running_loop().create_task(writer()))
+        if process not in known:  # each client's process row, created once
+            known.add(process)
+            async with engine.begin() as conn:
+                await conn.execute(
+                    text("INSERT OR IGNORE INTO processes (id, seq, data, updated_at) "
+                         "VALUES (:id, 0, '{}', 0)"), {"id": process},
+                )  # fmt: skip
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        await queue.put((process, future))
+        seq = await future
+        return JSONResponse({"data": {"performAction": {"duplicate": False, "seq": seq}}})
 
     async def setup() -> None:
         async with engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-                    "payload TEXT NOT NULL, created_at REAL NOT NULL)"
-                )
-            )
+            for ddl in (
+                "CREATE TABLE processes (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                "data TEXT NOT NULL, updated_at REAL NOT NULL)",
+                "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, process TEXT "
+                "NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, hash TEXT NOT NULL, "
+                "UNIQUE (process, seq))",
+                "CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT "
+                "NOT NULL, payload TEXT NOT NULL)",
+            ):
+                await conn.execute(text(ddl))
 
     asyncio.run(setup())
-    app = Starlette(routes=[Route("/insert", insert, methods=["POST"])])
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
+    _serve(Starlette(routes=[Route("/act", act, methods=["POST"])]), "/act")
 
-    async def serve() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        print(f"listening on http://127.0.0.1:{port}/insert", flush=True)
-        await task
 
-    asyncio.run(serve())
+def raw_server() -> None:
+    """`--raw-server`: websockets on /ws; POST /publish sends its body as one text frame to
+    every connected socket (the raw broadcast baseline)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route, WebSocketRoute
+    from starlette.websockets import WebSocket, WebSocketDisconnect
+
+    sockets: set[WebSocket] = set()
+
+    async def ws(socket: WebSocket) -> None:
+        await socket.accept()
+        sockets.add(socket)
+        try:
+            while True:
+                await socket.receive_text()
+        except WebSocketDisconnect:
+            pass
+        finally:
+            sockets.discard(socket)
+
+    async def broadcast(frame: str) -> None:
+        for socket in list(sockets):
+            try:
+                await socket.send_text(frame)
+            except Exception:
+                sockets.discard(socket)
+
+    async def publish(request: Request) -> Response:
+        frame = (await request.body()).decode()
+        task = asyncio.get_running_loop().create_task(broadcast(frame))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        return Response(b"{}", media_type="application/json")
+
+    pending: set[asyncio.Task[None]] = set()
+    app = Starlette(
+        routes=[Route("/publish", publish, methods=["POST"]), WebSocketRoute("/ws", ws)]
+    )
+    _serve(app, "/publish")
 
 
 def otlp_sink() -> None:
     """`--otlp-sink`: accept OTLP/HTTP trace exports and drop them; prints its URL."""
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -152,337 +238,434 @@ def otlp_sink() -> None:
         await request.body()
         return Response(b"", media_type="application/x-protobuf")
 
-    app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-
-    async def serve() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        print(f"listening on http://127.0.0.1:{port}", flush=True)
-        await task
-
-    asyncio.run(serve())
+    _serve(Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])]), "")
 
 
-# -- load generation ---------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile (0..1) of `values` in milliseconds, 0 when empty."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-async def hammer(
-    url: str, clients: int, seconds: float, body_for: Any, headers: dict[str, str]
-) -> tuple[int, list[float]]:
-    """`clients` workers POSTing for `seconds`; returns (completed, latencies in s)."""
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=30, limits=limits, headers=headers) as http:
-        deadline = time.perf_counter() + seconds
-
-        async def worker(index: int) -> None:
-            n = 0
-            while time.perf_counter() < deadline:
-                started = time.perf_counter()
-                response = await http.post(url, json=body_for(index, n))
-                body = response.json()
-                if response.status_code != 200 or body.get("errors"):
-                    raise RuntimeError(f"request failed: {body}")
-                latencies.append(time.perf_counter() - started)
-                n += 1
-
-        await asyncio.gather(*(worker(i) for i in range(clients)))
-    return len(latencies), latencies
-
-
-async def gql(http: httpx.AsyncClient, url: str, query: str, variables: dict[str, Any]) -> Any:
-    """`data` of a GraphQL request that must succeed."""
-    body = (await http.post(url, json={"query": query, "variables": variables})).json()
-    if body.get("errors"):
-        raise RuntimeError(json.dumps(body["errors"]))
-    return body["data"]
+# -- throughput --------------------------------------------------------------------------
 
 
 async def prepare(url: str, token: str, instances: int) -> list[str]:
-    """Deploy the counter workflow and start `instances` instances."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
-        try:
-            await gql(http, url, "mutation($d:JSON!){addWorkflow(definition:$d){path}}",
-                      {"d": COUNTER})  # fmt: skip
-        except RuntimeError as error:
-            if "already" not in str(error).lower() and "exists" not in str(error).lower():
-                raise
-        start = 'mutation{startInstance(workflow:"bench/api/counter"){instanceId}}'
-        ids = await asyncio.gather(*(gql(http, url, start, {}) for _ in range(instances)))
-    return [d["startInstance"]["instanceId"] for d in ids]
+    """Deploy the counter workflow (once) and start `instances` instances."""
+    try:
+        await gql(url, "mutation($d:JSON!){addWorkflow(definition:$d){path}}", {"d": COUNTER},
+                  token)  # fmt: skip
+    except RuntimeError as error:
+        if "already" not in str(error).lower() and "exists" not in str(error).lower():
+            raise
+    start = 'mutation{startInstance(workflow:"bench/api/counter"){instanceId}}'
+    ids: list[str] = []
+    for chunk in range(0, instances, 16):
+        done = await asyncio.gather(
+            *(gql(url, start, {}, token) for _ in range(min(16, instances - chunk)))
+        )
+        ids += [d["startInstance"]["instanceId"] for d in done]
+    return ids
+
+
+class Target:
+    """A server and what one round against it measured."""
+
+    def __init__(self, proc: Proc, url: str) -> None:
+        self.proc, self.url = proc, url
+        self.rates: list[float] = []
+        self.cpu_ms: list[float] = []
+        self.latencies: list[float] = []
+
+    async def round(self, clients: int, seconds: float, body_for: Any, headers: Any,
+                    per_request: int = 1) -> None:  # fmt: skip
+        """One timed run; `per_request` units (events) per request."""
+        cpu, began = self.proc.cpu(), time.perf_counter()
+        count, latencies = await hammer(self.url, clients, seconds, body_for, headers)
+        elapsed, spent = time.perf_counter() - began, self.proc.cpu() - cpu
+        units = count * per_request
+        self.rates.append(units / elapsed)
+        self.cpu_ms.append(spent * 1000 / max(units, 1))
+        self.latencies += latencies
+
+
+def _signer(key_file: Path, net: str, workflow: str) -> Any:
+    """A function giving `n` signed `bump` envelopes for `instance` (operator key)."""
+    from stateward.client.signing import Key, envelope, sign_envelope
+
+    key = Key.from_file(key_file)
+
+    def signed(instance: str) -> dict[str, Any]:
+        return sign_envelope(envelope(net, instance, "bump", workflow, {}, key.public), key)
+
+    return signed
 
 
 async def bench_throughput(
-    url: str, token: str, bare_url: str, clients: int, seconds: float, rounds: int
-) -> dict[str, float]:
-    """performAction (each worker on its own instance) and bare inserts, measured in
-    alternating rounds so that a change in machine load hits both alike."""
+    server: Proc, bare: Proc, token: str, key_file: Path, clients: int, seconds: float,
+    rounds: int,
+) -> dict[str, Any]:  # fmt: skip
+    """performAction / bare / submitEvent / submitEvents in alternating rounds."""
+    url = server.url
     instances = await prepare(url, token, clients)
+    net = (await gql(url, "{net}", {}, token))["net"]
+    sign = _signer(key_file, net, COUNTER["$path"])
     auth = {"Authorization": f"Bearer {token}"}
-    payload = "x" * ROW_BYTES
+    acts = [json.dumps({"query": ACT, "variables": {"i": i}}).encode() for i in instances]
+    stateward, baseline = Target(server, url), Target(bare, bare.url)
+    submit, batch = Target(server, url), Target(server, url)
+    batch_supported = True
 
-    def act(i: int, n: int) -> dict[str, Any]:
-        return {"query": ACT, "variables": {"i": instances[i]}}
+    def pool(count: int) -> list[bytes]:  # client-signed submitEvent bodies, signed up front
+        bodies = []
+        for n in range(count):
+            s = sign(instances[n % len(instances)])
+            variables = {"e": s["event"], "s": s["signature"], "k": s["signer"]}
+            bodies.append(json.dumps({"query": SUBMIT, "variables": variables}).encode())
+        return bodies
 
-    def insert(i: int, n: int) -> dict[str, Any]:
-        return {"payload": payload}
+    def batches(count: int) -> list[bytes]:  # 100 envelopes per submitEvents request
+        out = []
+        for n in range(count):
+            items = [sign(instances[(n * 100 + j) % len(instances)]) for j in range(100)]
+            out.append(json.dumps({"query": SUBMIT_MANY, "variables": {"l": items}}).encode())
+        return out
 
-    await hammer(url, clients, 0.5, act, auth)  # warm-up
-    await hammer(bare_url, clients, 0.5, insert, {})
-    done = bare_done = 0
-    spent = bare_spent = 0.0
-    latencies: list[float] = []
+    async def warm() -> None:
+        await hammer(url, clients, 0.5, lambda i, n: acts[i], auth)
+        await hammer(bare.url, clients, 0.5, lambda i, n: acts[i], {})
+
+    await warm()
+    nonlocal_batch = [batch_supported]
     for _ in range(rounds):
-        began = time.perf_counter()
-        count, lat = await hammer(url, clients, seconds / rounds, act, auth)
-        spent += time.perf_counter() - began
-        done += count
-        latencies += lat
-        began = time.perf_counter()
-        count, _ = await hammer(bare_url, clients, seconds / rounds, insert, {})
-        bare_spent += time.perf_counter() - began
-        bare_done += count
-    actions = done / spent
-    bare = bare_done / bare_spent
-    return {
-        "actions_per_s": actions,
-        "p50_ms": percentile(latencies, 0.50),
-        "p99_ms": percentile(latencies, 0.99),
-        "bare_inserts_per_s": bare,
-        "ratio_vs_bare_starlette": actions / bare,
+        await stateward.round(clients, seconds, lambda i, n: acts[i], auth)
+        await baseline.round(clients, seconds, lambda i, n: acts[i], {})
+        bodies = pool(int(max(stateward.rates[-1], 50) * seconds * 1.5))
+        await submit.round(clients, seconds, lambda i, n, it=iter(bodies): next(it, None), {})
+        if nonlocal_batch[0]:
+            many = batches(max(4, int(max(submit.rates[-1], 50) * seconds * 3 / 100)))
+            probe = many.pop()
+            conn = Connection(url)
+            _, raw = await conn.post(probe)
+            conn.close()
+            if b"submitEvents" in raw and b'"errors"' in raw and b"Cannot query" in raw:
+                nonlocal_batch[0] = False
+            else:
+                await batch.round(4, seconds, lambda i, n, it=iter(many): next(it, None), {},
+                                  per_request=100)  # fmt: skip
+
+    def figure(values: list[float]) -> dict[str, float]:
+        med, low, high = median_range(values)
+        return {"median": med, "min": low, "max": high}
+
+    actions = figure(stateward.rates)
+    bare_rate = figure(baseline.rates)
+    out: dict[str, Any] = {
+        "actions_per_s": actions["median"],
+        "server_ms_per_action": median_range(stateward.cpu_ms)[0],
+        "p50_ms": percentile(stateward.latencies, 0.50),
+        "p99_ms": percentile(stateward.latencies, 0.99),
+        "bare_per_s": bare_rate["median"],
+        "bare_server_ms": median_range(baseline.cpu_ms)[0],
+        "ratio_vs_bare": actions["median"] / bare_rate["median"],
+        "submit_per_s": median_range(submit.rates)[0],
+        "submit_server_ms": median_range(submit.cpu_ms)[0],
+        "submit_p99_ms": percentile(submit.latencies, 0.99),
+        "batch_submit_per_s": median_range(batch.rates)[0] if batch.rates else None,
+        "batch_server_ms_per_event": median_range(batch.cpu_ms)[0] if batch.cpu_ms else None,
+        "ranges": {
+            "actions_per_s": actions,
+            "server_ms_per_action": figure(stateward.cpu_ms),
+            "bare_per_s": bare_rate,
+            "bare_server_ms": figure(baseline.cpu_ms),
+            "submit_per_s": figure(submit.rates),
+            "submit_server_ms": figure(submit.cpu_ms),
+            **({"batch_submit_per_s": figure(batch.rates)} if batch.rates else {}),
+        },
     }
+    return out
 
 
-async def bench_delivery(url: str, token: str, subscribers: int, events: int) -> dict[str, float]:
-    """Every subscriber receives every event; deliveries/s and p99 send->receipt latency."""
-    instances = await prepare(url, token, events)
-    ws_url = "ws" + url[len("http") :]
-    sent: dict[str, float] = {}
-    latencies: list[float] = []
-    received = 0
-    ready = 0
-    all_ready = asyncio.Event()
-    done = asyncio.Event()
-    query = (
-        'subscription{events(filter:{types:["workflow.updated"],namespace:"bench/api"})'
-        "{cursor instanceId}}"
-    )
+# -- delivery ----------------------------------------------------------------------------
 
-    async def subscriber() -> None:
-        nonlocal received, ready
-        async with websockets.connect(
-            ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
-            max_queue=None,
-        ) as ws:  # fmt: skip
-            init = {"authorization": f"Bearer {token}"}
-            await ws.send(json.dumps({"type": "connection_init", "payload": init}))
-            await ws.recv()
-            await ws.send(json.dumps({"id": "1", "type": "subscribe",
-                                      "payload": {"query": query}}))  # fmt: skip
-            ready += 1
-            if ready == subscribers:
-                all_ready.set()
-            got = 0
+
+class Subscribers:
+    """`count` websocket clients; `arrived[id]` lists the receipt times of frame `id`."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[str, list[float]] = {}
+        self.sockets: list[Any] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.received = 0
+
+    async def connect(self, ws_url: str, count: int, token: str | None) -> None:
+        async def one() -> None:
+            ws = await websockets.connect(
+                ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
+                max_queue=None, open_timeout=60,
+            )  # fmt: skip
+            if token is not None:
+                init = {"authorization": f"Bearer {token}"}
+                await ws.send(json.dumps({"type": "connection_init", "payload": init}))
+                await ws.recv()
+                await ws.send(json.dumps({"id": "1", "type": "subscribe",
+                                          "payload": {"query": SUBSCRIBE}}))  # fmt: skip
+            self.sockets.append(ws)
+            self.tasks.append(asyncio.create_task(self._read(ws)))
+
+        for start in range(0, count, 50):  # small batches (listen backlog)
+            await asyncio.gather(*(one() for _ in range(min(50, count - start))))
+
+    async def _read(self, ws: Any) -> None:
+        marker = '"instanceId":"'
+        try:
             async for raw in ws:
                 now = time.perf_counter()
-                message = json.loads(raw)
-                if message["type"] != "next":
+                at = raw.find(marker)
+                if at < 0:
                     continue
-                instance = message["payload"]["data"]["events"]["instanceId"]
-                latencies.append(now - sent[instance])
-                received += 1
-                got += 1
-                if received == subscribers * events:
-                    done.set()
-                if got == events:
-                    return
+                at += len(marker)
+                key = raw[at : raw.index('"', at)]
+                self.arrived.setdefault(key, []).append(now)
+                self.received += 1
+        except websockets.ConnectionClosed:
+            pass
 
-    tasks = []
-    for _ in range(subscribers):  # connect in small batches (listen backlog)
-        tasks.append(asyncio.create_task(subscriber()))
-        if len(tasks) % 50 == 0:
-            await asyncio.sleep(0.05)
-    await asyncio.wait_for(all_ready.wait(), 60)
-    await asyncio.sleep(0.5)  # every subscribe frame handled
-    headers = {"Authorization": f"Bearer {token}"}
-    began = time.perf_counter()
-    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
-        for instance in instances:
-            sent[instance] = time.perf_counter()
-            await gql(http, url, ACT, {"i": instance})
-            await asyncio.sleep(0.01)
-    try:
-        await asyncio.wait_for(done.wait(), 60)
-    finally:
-        for task in tasks:
+    async def wait_for(self, total: int, timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while self.received < total and time.perf_counter() < deadline:
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        for task in self.tasks:
             task.cancel()
-    elapsed = time.perf_counter() - began
-    return {
-        "subscribers": subscribers,
-        "deliveries_per_s": received / elapsed,
-        "delivery_p99_ms": percentile(latencies, 0.99),
-        "delivery_p50_ms": percentile(latencies, 0.50),
-    }
+        await asyncio.gather(*(ws.close() for ws in self.sockets), return_exceptions=True)
 
 
-async def bench_overhead(
-    plain: tuple[str, str], observed: tuple[str, str], clients: int, seconds: float, rounds: int
-) -> dict[str, float]:
-    """performAction on a plain and an observed server in alternating rounds."""
-    ids = {url: await prepare(url, token, clients) for url, token in (plain, observed)}
-    totals = {plain[0]: [0, 0.0], observed[0]: [0, 0.0]}
+async def _drive(send: Any, keys: list[str], rate: float | None) -> dict[str, float]:
+    """Send one event per key, at `rate` per second (None: 8 at a time, flat out)."""
+    sent: dict[str, float] = {}
+    if rate is None:
+        gate = asyncio.Semaphore(8)
 
-    async def run(url: str, token: str, span: float) -> tuple[int, float]:
-        began = time.perf_counter()
-        count, _ = await hammer(
-            url, clients, span,
-            lambda i, n: {"query": ACT, "variables": {"i": ids[url][i]}},
-            {"Authorization": f"Bearer {token}"},
-        )  # fmt: skip
-        return count, time.perf_counter() - began
+        async def one(key: str) -> None:
+            async with gate:
+                sent[key] = time.perf_counter()
+                await send(key)
 
-    for url, token in (plain, observed):
-        await run(url, token, 0.5)  # warm-up
-    for _ in range(rounds):
-        for url, token in (plain, observed):
-            count, spent = await run(url, token, seconds / rounds)
-            totals[url][0] += count
-            totals[url][1] += spent
-    plain_rate = totals[plain[0]][0] / totals[plain[0]][1]
-    observed_rate = totals[observed[0]][0] / totals[observed[0]][1]
-    return {
-        "plain_actions_per_s": plain_rate,
-        "observed_actions_per_s": observed_rate,
-        "metrics_overhead": observed_rate / plain_rate,
-    }
+        await asyncio.gather(*(one(k) for k in keys))
+        return sent
+    began = time.perf_counter()
+    for n, key in enumerate(keys):
+        delay = began + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        sent[key] = time.perf_counter()
+        await send(key)
+    return sent
+
+
+def _latencies(subs: Subscribers, sent: dict[str, float]) -> list[float]:
+    return [t - sent[k] for k, times in subs.arrived.items() if k in sent for t in times]
+
+
+async def bench_delivery(
+    server: Proc, raw: Proc, token: str, sizes: list[int], offered: float, steady_s: float,
+    burst: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Steady offered load (p50/p99) and capacity vs a raw broadcast, per size."""
+    url = server.url
+    need = sum(int(offered / n * steady_s) + burst for n in sizes)
+    instances = await prepare(url, token, need)
+    conn = Connection(url, {"Authorization": f"Bearer {token}"})
+    raw_conn = Connection(raw.url)
+    lock = asyncio.Lock()
+
+    async def act(instance: str) -> None:  # 8 connections would need 8 locks: keep it simple
+        async with lock:
+            status, body = await conn.post(
+                json.dumps({"query": ACT, "variables": {"i": instance}}).encode()
+            )
+        if status != 200 or b'"errors"' in body:
+            raise RuntimeError(body[:300])
+
+    async def publish(key: str) -> None:
+        frame = json.dumps({"id": "1", "type": "next", "payload": {"data": {"events": {
+            "cursor": "c" * 16, "instanceId": key}}}}, separators=(",", ":"))  # fmt: skip
+        async with lock:
+            await raw_conn.post(frame.encode())
+
+    out: dict[str, Any] = {}
+    ws_url = "ws" + url[len("http") :]
+    raw_ws = "ws" + raw.url[len("http") : -len("/publish")] + "/ws"
+    for size in sizes:
+        steady = [instances.pop() for _ in range(int(offered / size * steady_s))]
+        bursting = [instances.pop() for _ in range(burst)]
+        subs = Subscribers()
+        await subs.connect(ws_url, size, token)
+        await asyncio.sleep(0.5)  # every subscribe frame handled
+        cpu = server.cpu()
+        sent = await _drive(act, steady, offered / size)
+        await subs.wait_for(size * len(steady), 60)
+        lat = _latencies(subs, sent)
+        out[f"delivery_p50_ms_{size}"] = percentile(lat, 0.5)
+        out[f"delivery_p99_ms_{size}"] = percentile(lat, 0.99)
+        out[f"delivery_server_us_{size}"] = (server.cpu() - cpu) * 1e6 / max(1, subs.received)
+        before, began = subs.received, time.perf_counter()
+        await _drive(act, bursting, None)
+        await subs.wait_for(before + size * burst, 120)
+        out[f"deliveries_per_s_{size}"] = (subs.received - before) / (time.perf_counter() - began)
+        await subs.close()
+        # the raw broadcast, same clients, same frames' shape
+        rsubs = Subscribers()
+        await rsubs.connect(raw_ws, size, None)
+        await asyncio.sleep(0.3)
+        keys = [f"r{n}-{uuid.uuid4().hex[:8]}" for n in range(len(steady))]
+        sent = await _drive(publish, keys, offered / size)
+        await rsubs.wait_for(size * len(keys), 60)
+        out[f"raw_p99_ms_{size}"] = percentile(_latencies(rsubs, sent), 0.99)
+        keys = [f"b{n}-{uuid.uuid4().hex[:8]}" for n in range(burst)]
+        before, began = rsubs.received, time.perf_counter()
+        await _drive(publish, keys, None)
+        await rsubs.wait_for(before + size * burst, 120)
+        out[f"raw_deliveries_per_s_{size}"] = (rsubs.received - before) / (
+            time.perf_counter() - began
+        )
+        await rsubs.close()
+        out[f"delivery_ratio_vs_raw_{size}"] = (
+            out[f"deliveries_per_s_{size}"] / out[f"raw_deliveries_per_s_{size}"]
+        )
+    conn.close()
+    raw_conn.close()
+    out["delivery_ratio_vs_raw"] = out[f"delivery_ratio_vs_raw_{sizes[0]}"]
+    return out
+
+
+# -- metrics overhead --------------------------------------------------------------------
 
 
 def run_overhead(tmp: str, clients: int, seconds: float, rounds: int) -> dict[str, float]:
-    """Start the sink and the two servers, measure, stop them."""
+    """A plain and an observed server in alternating rounds: observed ÷ plain actions/s."""
     procs: list[Proc] = []
     try:
         sink = Proc([sys.executable, __file__, "--otlp-sink"], {}, tmp)
         procs.append(sink)
-        servers = []
+        targets = []
         for name, extra in (
             ("plain", {}),
             ("observed", {"STATEWARD_METRICS": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url}),
         ):
-            env = {
-                "STATEWARD_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/{name}.db",
-                "STATEWARD_OPERATOR_KEY_FILE": f"{tmp}/{name}-operator.json",
-                "STATEWARD_BUS_URL": "memory://",
-                **extra,
-            }
-            cmd = [sys.executable, "-m", "stateward.cli", "serve", "--port", "0"]
-            procs.append(Proc(cmd, env, tmp))
-            url = procs[-1].url
-            servers.append((url, asyncio.run(login(url, Path(tmp) / f"{name}-operator.json"))))
-        return asyncio.run(bench_overhead(servers[0], servers[1], clients, seconds, rounds))
+            procs.append(start_stateward(tmp, name, extra))
+            token = asyncio.run(login(procs[-1].url, Path(tmp) / f"{name}-operator.json"))
+            targets.append((Target(procs[-1], procs[-1].url), token))
+
+        async def measure() -> None:
+            for target, token in targets:
+                ids = await prepare(target.url, token, clients)
+                bodies = [json.dumps({"query": ACT, "variables": {"i": i}}).encode() for i in ids]
+                target.bodies = bodies  # type: ignore[attr-defined]
+            for _ in range(rounds):
+                for target, token in targets:
+                    bodies = target.bodies  # type: ignore[attr-defined]
+                    await target.round(clients, seconds, lambda i, n, b=bodies: b[i],
+                                       {"Authorization": f"Bearer {token}"})  # fmt: skip
+
+        asyncio.run(measure())
+        plain = median_range(targets[0][0].rates)[0]
+        observed = median_range(targets[1][0].rates)[0]
+        return {
+            "plain_actions_per_s": plain,
+            "observed_actions_per_s": observed,
+            "metrics_overhead": observed / plain,
+        }
     finally:
         for proc in procs:
             proc.stop()
 
 
-async def login(url: str, key_file: Path) -> str:
-    """A session token for the operator key (challenge signed with it)."""
-    from stateward.governance.keys import read_key_file
-
-    key = read_key_file(key_file)
-    async with httpx.AsyncClient(timeout=30) as http:
-        data = await gql(http, url, "mutation($k:String!){authChallenge(publicKey:$k){challenge}}",
-                         {"k": key.public})  # fmt: skip
-        challenge = data["authChallenge"]["challenge"]
-        data = await gql(
-            http, url,
-            "mutation($k:String!,$c:String!,$s:String!){authLogin(publicKey:$k,challenge:$c,"
-            "signature:$s){token}}",
-            {"k": key.public, "c": challenge, "s": key.sign(challenge.encode())},
-        )  # fmt: skip
-    return str(data["authLogin"]["token"])
+# -- main --------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the three measurements; print a table (and a JSON line with `--json`)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="shorter runs (< 45 s)")
+    """Run the measurements; print a table (and a JSON line with `--json`)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (CI)")
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--subscribers", type=int, default=500)
-    parser.add_argument("--only", choices=["metrics_overhead"], help="run one measurement")
+    parser.add_argument("--offered", type=float, default=2000.0,
+                        help="steady deliveries/s offered in the delivery test")  # fmt: skip
+    parser.add_argument("--only", choices=["throughput", "delivery", "metrics_overhead"])
     parser.add_argument("--bare-server", metavar="DB_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--raw-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--otlp-sink", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bare_server:
         bare_server(args.bare_server)
         return 0
+    if args.raw_server:
+        raw_server()
+        return 0
     if args.otlp_sink:
         otlp_sink()
         return 0
-    seconds = 6.0 if args.quick else 30.0
-    rounds = 2 if args.quick else 6
-    events = 20 if args.quick else 100
-    if args.only == "metrics_overhead":
-        with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
-            result = run_overhead(tmp, args.clients, seconds, rounds)
-        print_overhead(result, args.json)
-        return 0
+    seconds = 2.0 if args.quick else 8.0
+    rounds = 1 if args.quick else args.rounds
+    sizes = [args.subscribers // 5, args.subscribers * 2 // 5] if args.quick else [
+        args.subscribers, args.subscribers * 2]  # fmt: skip
+    result: dict[str, Any] = {"load_average_before": load_average()}
     with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
-        env = {
-            "STATEWARD_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/api.db",
-            "STATEWARD_OPERATOR_KEY_FILE": f"{tmp}/operator.json",
-            "STATEWARD_BUS_URL": "memory://",
-        }
-        server = Proc([sys.executable, "-m", "stateward.cli", "serve", "--port", "0"], env, tmp)
-        bare_db = f"sqlite+aiosqlite:///{tmp}/bare.db"
-        try:
-            bare = Proc([sys.executable, __file__, "--bare-server", bare_db], {}, tmp)
-        except BaseException:
-            server.stop()
-            raise
-        try:
-            token = asyncio.run(login(server.url, Path(tmp) / "operator.json"))
-            result = asyncio.run(
-                bench_throughput(server.url, token, bare.url, args.clients, seconds, rounds)
-            )
-            bare.stop()
-            result.update(asyncio.run(bench_delivery(server.url, token, args.subscribers, events)))
-        finally:
-            server.stop()
-            bare.stop()
-        result.update(run_overhead(tmp, args.clients, seconds, rounds))
-    inserts = result["bare_inserts_per_s"]
-    print(f"performAction over HTTP : {result['actions_per_s']:8.0f} actions/s  "
-          f"p50 {result['p50_ms']:.1f} ms  p99 {result['p99_ms']:.1f} ms")  # fmt: skip
-    print(f"bare Starlette insert   : {inserts:8.0f} rows/s")
-    print(f"ratio                   : {result['ratio_vs_bare_starlette']:8.2f}  (goal >= 0.40)")
-    print(f"delivery to {args.subscribers} subs  : {result['deliveries_per_s']:8.0f} deliveries/s"
-          f"  p99 {result['delivery_p99_ms']:.1f} ms")  # fmt: skip
-    print_overhead(result, args.json)
+        if args.only in (None, "throughput", "delivery"):
+            server = start_stateward(tmp, "api")
+            procs = [server]
+            try:
+                token = asyncio.run(login(server.url, Path(tmp) / "api-operator.json"))
+                if args.only in (None, "throughput"):
+                    bare_db = f"sqlite+aiosqlite:///{tmp}/bare.db"
+                    bare = Proc([sys.executable, __file__, "--bare-server", bare_db], {}, tmp)
+                    procs.append(bare)
+                    result.update(asyncio.run(bench_throughput(
+                        server, bare, token, Path(tmp) / "api-operator.json", args.clients,
+                        seconds, rounds)))  # fmt: skip
+                    bare.stop()
+                if args.only in (None, "delivery"):
+                    raw = Proc([sys.executable, __file__, "--raw-server"], {}, tmp)
+                    procs.append(raw)
+                    result.update(asyncio.run(bench_delivery(
+                        server, raw, token, sizes, args.offered, 1.5 if args.quick else 6.0,
+                        10 if args.quick else 40)))  # fmt: skip
+                    if args.quick:  # the keys CI reads, from the smaller sizes
+                        result["delivery_p99_ms_500"] = result[f"delivery_p99_ms_{sizes[0]}"]
+                        result["delivery_p99_ms_1000"] = result[f"delivery_p99_ms_{sizes[1]}"]
+            finally:
+                for proc in procs:
+                    proc.stop()
+        if args.only == "metrics_overhead" or (args.only is None and not args.quick):
+            result.update(run_overhead(tmp, args.clients, seconds, rounds))
+    result["load_average_after"] = load_average()
+    report(result, args.json)
     return 0
 
 
-def print_overhead(result: dict[str, float], as_json: bool) -> None:
-    """The metrics_overhead line (and the JSON object of every figure)."""
-    if "metrics_overhead" in result:
-        print(f"metrics+tracing on/off  : {result['metrics_overhead']:8.2f}  (goal >= 0.9; "
-              f"{result['observed_actions_per_s']:.0f} vs {result['plain_actions_per_s']:.0f}"
-              " actions/s)")  # fmt: skip
+def report(result: dict[str, Any], as_json: bool) -> None:
+    """A table of the figures; with `as_json` the JSON object of every figure last."""
+    ranges = result.get("ranges", {})
+
+    def rng(key: str) -> str:
+        if key not in ranges:
+            return ""
+        return f" [{ranges[key]['min']:.4g}–{ranges[key]['max']:.4g}]"
+
+    for key, value in result.items():
+        if key == "ranges":
+            continue
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        print(f"{key:32s} {shown}{rng(key)}")
     if as_json:
-        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v
-                          for k, v in result.items()}))  # fmt: skip
+
+        def rounded(value: Any) -> Any:
+            if isinstance(value, float):
+                return round(value, 3)
+            if isinstance(value, dict):
+                return {k: rounded(v) for k, v in value.items()}
+            return value
+
+        print(json.dumps(rounded(result)))
 
 
 if __name__ == "__main__":

@@ -17,21 +17,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-LISTENING = re.compile(r"listening on (http://\S+)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import start_stateward
 
 
 def fanout_query(levels: int = 21) -> str:
@@ -44,50 +40,6 @@ def fanout_query(levels: int = 21) -> str:
 def token_flood(tokens: int = 100_000) -> str:
     """A document of `tokens` lexical tokens."""
     return "{ " + "net " * (tokens - 2) + "}"
-
-
-class Server:
-    """`stateward serve` in a subprocess; `url` once it printed `listening on`."""
-
-    def __init__(self, folder: str) -> None:
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "STATEWARD_DATABASE_URL": f"sqlite+aiosqlite:///{Path(folder) / 'limits.db'}",
-            "STATEWARD_BUS_URL": "memory://",
-            "STATEWARD_OPERATOR_KEY_FILE": str(Path(folder) / "operator.json"),
-        }
-        cmd = [sys.executable, "-m", "stateward.cli", "serve", "--port", "0"]
-        self.proc = subprocess.Popen(
-            cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.url = ""
-        self.lines: list[str] = []
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip())
-                found = LISTENING.search(line)
-                if found and not self.url:
-                    self.url = found.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(60) or not self.url:
-            self.stop()
-            raise RuntimeError("server did not start:\n" + "\n".join(self.lines[-30:]))
-
-    def stop(self) -> None:
-        """SIGTERM, wait, kill when it hangs."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 async def timed_post(http: httpx.AsyncClient, url: str, query: str, code: str | None) -> float:
@@ -139,7 +91,7 @@ async def healthz_under_attack(url: str, seconds: float, clients: int = 4) -> fl
 async def run(quick: bool, repeat: int) -> dict[str, Any]:
     """All four measurements against one fresh server."""
     with tempfile.TemporaryDirectory(prefix="stateward-limits-") as folder:
-        server = Server(folder)
+        server = start_stateward(folder, "limits")
         try:
             async with httpx.AsyncClient(timeout=60) as http:
                 fan = await measure(http, server.url, fanout_query(21), "QUERY_TOO_COMPLEX", repeat)

@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import websockets
 
 sys.path.insert(0, str(Path(__file__).parent))
-from api import ACT, Proc, gql, login, prepare
+from _common import Connection, Proc, login
+from api import ACT, prepare
 
 QUERY = 'subscription{events(filter:{namespace:"bench/api"}){cursor instanceId process seq}}'
 
@@ -80,15 +80,21 @@ async def run(url: str, pid: int, token: str, subscribers: int, events: int, ste
 
     async def send(count: int) -> None:
         nonlocal sent
-        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
 
-            async def worker(i: int) -> None:
-                nonlocal sent
+        async def worker(i: int) -> None:
+            nonlocal sent
+            conn = Connection(url, headers)
+            body = json.dumps({"query": ACT, "variables": {"i": instances[i]}}).encode()
+            try:
                 for _ in range(count // 4):
-                    await gql(http, url, ACT, {"i": instances[i]})
+                    status, answer = await conn.post(body)
+                    if status != 200 or b'"errors"' in answer:
+                        raise RuntimeError(answer[:300])
                     sent += 1
+            finally:
+                conn.close()
 
-            await asyncio.gather(*(worker(i) for i in range(4)))
+        await asyncio.gather(*(worker(i) for i in range(4)))
 
     async def drained(deadline: float = 120.0) -> None:
         end = time.monotonic() + deadline

@@ -13,6 +13,11 @@ Per backend (SQLite file at synchronous=NORMAL; PostgreSQL in a temporary databa
 The ratio is events/s over bare inserts/s. PostgreSQL uses STATEWARD_TEST_POSTGRES_URL,
 defaulting to the local server (postgresql+asyncpg://postgres@127.0.0.1:5432/test); when
 it cannot be reached the PostgreSQL figures are null with a note on stderr.
+Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`):
+- `full_vs_normal`: events/s with STATEWARD_SQLITE_SYNCHRONOUS=full ÷ normal, 32 writers
+  (goal >= 0.3);
+- `data_64k_vs_1k`: events/s on instances holding 64 KB of data ÷ 1 KB (goal >= 0.9), with
+  `data_64k_vs_1k_cpu` the same ratio in CPU per event (this process's CPU time).
 Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
 """
 
@@ -23,6 +28,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -54,14 +60,22 @@ COUNTER = {
 
 
 async def _events(
-    rt: Runtime, n: int, instances: int, concurrency: int, *, group: bool
+    rt: Runtime,
+    n: int,
+    instances: int,
+    concurrency: int,
+    *,
+    group: bool,
+    data: dict[str, Any] | None = None,
+    cpu: list[float] | None = None,
 ) -> tuple[float, int]:
-    """(events/s, bytes of one event row) for `n` ticks through `act`."""
+    """(events/s, bytes of one event row) for `n` ticks through `act` (instances started
+    with `data`; the CPU seconds of the ticks appended to `cpu` when given)."""
     operator = generate_keypair()
     await init(rt, operator.public)
     await registry.deploy_workflow(rt, operator, COUNTER)
     ids = [
-        (await start_instance(rt, operator.public, COUNTER["$path"])).record.id
+        (await start_instance(rt, operator.public, COUNTER["$path"], data)).record.id
         for _ in range(instances)
     ]
     rt.group_commit = group
@@ -75,9 +89,11 @@ async def _events(
         async with gate:
             await act(rt, item, attested=False)
 
-    start = time.perf_counter()
+    start, used = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(s) for s in signed))
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(time.process_time() - used)
     row = len(signed[0].envelope.canonical()) + len(signed[0].signature) + 64 * 3 + 200
     return n / elapsed, row
 
@@ -121,6 +137,49 @@ async def _measure(url: str, n: int, instances: int, concurrency: int) -> dict[s
         url = await _fresh(url)
     figures["ratio_vs_bare_insert"] = figures["events_per_s"] / figures["bare_inserts_per_s"]
     return figures
+
+
+def instance_data(size: int) -> dict[str, Any]:
+    """Instance data of about `size` bytes of JSON: a list of small records."""
+    count = max(1, size // 80)
+    return {"items": [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(count)]}
+
+
+async def _sqlite_rate(
+    n: int, concurrency: int, *, synchronous: str = "normal", data: dict[str, Any] | None = None
+) -> tuple[float, float]:
+    """(events/s, CPU ms per event) on a fresh SQLite file, group commit on."""
+    url = await _fresh("sqlite+aiosqlite:///x.db")
+    extra = {"sqlite_synchronous": synchronous} if synchronous != "normal" else {}
+    rt = await Runtime.open(Settings(database_url=url, **extra), node_key=generate_keypair())
+    cpu: list[float] = []
+    try:
+        rate, _ = await _events(rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu)
+    finally:
+        await rt.close()
+    return rate, cpu[0] * 1000 / n
+
+
+async def _variants(quick: bool, rounds: int) -> dict[str, Any]:
+    """`full_vs_normal` (32 writers) and `data_64k_vs_1k` (events/s and CPU per event), in
+    alternating rounds; each ratio is the median of the rounds' ratios."""
+    n = 300 if quick else 1500
+    full, data, data_cpu = [], [], []
+    for _ in range(rounds):
+        normal_rate, _ = await _sqlite_rate(n, 32, synchronous="normal")
+        full_rate, _ = await _sqlite_rate(n, 32, synchronous="full")
+        full.append(full_rate / normal_rate)
+        small_rate, small_cpu = await _sqlite_rate(n, 24, data=instance_data(1024))
+        big_rate, big_cpu = await _sqlite_rate(n, 24, data=instance_data(64 * 1024))
+        data.append(big_rate / small_rate)
+        data_cpu.append(small_cpu / big_cpu)
+    return {
+        "full_vs_normal": statistics.median(full),
+        "full_vs_normal_range": [min(full), max(full)],
+        "data_64k_vs_1k": statistics.median(data),
+        "data_64k_vs_1k_range": [min(data), max(data)],
+        "data_64k_vs_1k_cpu": statistics.median(data_cpu),
+    }
 
 
 _CLEANUP: list[Any] = []
@@ -172,6 +231,7 @@ async def _run(quick: bool) -> dict[str, Any]:
     except Exception as error:  # asyncpg raises its own hierarchy on refused logins
         print(f"note: PostgreSQL part failed ({error}); its figures are null", file=sys.stderr)
         result["postgres"] = None
+    result.update(await _variants(quick, 1 if quick else 3))
     return result
 
 
@@ -197,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             f"bare inserts/s {figures['bare_inserts_per_s']:8.0f}  "
             f"ratio {figures['ratio_vs_bare_insert']:.0%}"
         )
+    print(
+        f"full_vs_normal {result['full_vs_normal']:.2f} (goal >= 0.3)  data_64k_vs_1k "
+        f"{result['data_64k_vs_1k']:.2f} (goal >= 0.9; CPU {result['data_64k_vs_1k_cpu']:.2f})"
+    )
     if args.json:
         sq, pg = result["sqlite"], result["postgres"]
         print(
@@ -213,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                     "postgres_bare_inserts_per_s": round(pg["bare_inserts_per_s"], 1)
                     if pg
                     else None,
+                    "full_vs_normal": round(result["full_vs_normal"], 3),
+                    "data_64k_vs_1k": round(result["data_64k_vs_1k"], 3),
+                    "data_64k_vs_1k_cpu": round(result["data_64k_vs_1k_cpu"], 3),
+                    "full_vs_normal_range": [round(v, 3) for v in result["full_vs_normal_range"]],
+                    "data_64k_vs_1k_range": [round(v, 3) for v in result["data_64k_vs_1k_range"]],
                 }
             )
         )

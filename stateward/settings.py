@@ -40,6 +40,10 @@ class Settings:
     lock_timeout_ms: int = 1000
     #: Seconds a node may take to drain after SIGTERM before it exits anyway.
     shutdown_grace: float = 10.0
+    #: SQLite `PRAGMA synchronous` (STATEWARD_SQLITE_SYNCHRONOUS): `normal` (an OS crash or
+    #: power loss may lose the last commits, never corrupt) or `full` (every acknowledged
+    #: event survives power loss; group commit spreads one fsync over a batch).
+    sqlite_synchronous: str = "normal"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -77,12 +81,25 @@ class Settings:
             dashboard=_flag(e.get("STATEWARD_DASHBOARD", "")),
             lock_timeout_ms=int(e.get("STATEWARD_LOCK_TIMEOUT_MS", "1000")),
             shutdown_grace=float(e.get("STATEWARD_SHUTDOWN_GRACE", "10")),
+            sqlite_synchronous=sqlite_synchronous(e.get("STATEWARD_SQLITE_SYNCHRONOUS", "")),
         )
         return s.with_overrides(**overrides)
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with every non-None override applied."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+SQLITE_SYNCHRONOUS = ("normal", "full")
+
+
+def sqlite_synchronous(value: str) -> str:
+    """STATEWARD_SQLITE_SYNCHRONOUS: `normal` (the default, also when empty) or `full`;
+    ValueError naming the variable otherwise."""
+    mode = value.strip().lower() or "normal"
+    if mode not in SQLITE_SYNCHRONOUS:
+        raise ValueError(f"STATEWARD_SQLITE_SYNCHRONOUS: {value!r} is not one of normal, full")
+    return mode
 
 
 def _flag(value: str) -> bool:

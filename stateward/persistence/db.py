@@ -1,6 +1,7 @@
 """Engines, sessions and schema setup for SQLite (embedded default) and PostgreSQL.
 
-SQLite: WAL, `synchronous=NORMAL`, foreign keys on, a busy timeout, and transactions that
+SQLite: WAL, `synchronous=NORMAL` (or FULL: `create_engine(..., sqlite_synchronous="full")`,
+STATEWARD_SQLITE_SYNCHRONOUS), foreign keys on, a busy timeout, and transactions that
 start with `BEGIN IMMEDIATE` (a deferred read-then-write transaction in WAL mode fails
 with SQLITE_BUSY instead of waiting once another writer commits first). Read-only units of
 work may ask for a plain `BEGIN` through the `sqlite_begin` execution option.
@@ -25,6 +26,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA_LOCK_KEY = 0x5354_4157_0001
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "sqlite_begin"
+SQLITE_SYNCHRONOUS = ("normal", "full")
 
 
 def is_sqlite(url: str) -> bool:
@@ -32,11 +34,16 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def create_engine(url: str, *, echo: bool = False, **kwargs: Any) -> AsyncEngine:
+def create_engine(
+    url: str, *, echo: bool = False, sqlite_synchronous: str = "normal", **kwargs: Any
+) -> AsyncEngine:
     """An async engine for `url` (sqlite+aiosqlite:// or postgresql+asyncpg://), tuned.
 
-    Extra keyword arguments go to SQLAlchemy's `create_async_engine` (e.g. `pool_size`).
+    `sqlite_synchronous` is SQLite's `PRAGMA synchronous`: "normal" or "full". Extra
+    keyword arguments go to SQLAlchemy's `create_async_engine` (e.g. `pool_size`).
     """
+    if sqlite_synchronous not in SQLITE_SYNCHRONOUS:
+        raise ValueError(f"sqlite_synchronous must be one of {SQLITE_SYNCHRONOUS}")
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -45,7 +52,7 @@ def create_engine(url: str, *, echo: bool = False, **kwargs: Any) -> AsyncEngine
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = _create_async_engine(parsed, echo=echo, **kwargs)
-        _tune_sqlite(engine)
+        _tune_sqlite(engine, sqlite_synchronous.upper())
         return engine
     if backend == "postgresql":
         if parsed.drivername != "postgresql+asyncpg":
@@ -61,7 +68,7 @@ def create_engine(url: str, *, echo: bool = False, **kwargs: Any) -> AsyncEngine
     raise ValueError(f"unsupported database URL {url!r}: use sqlite+aiosqlite or postgresql")
 
 
-def _tune_sqlite(engine: AsyncEngine) -> None:
+def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
     """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection."""
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -69,7 +76,7 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see `_on_begin`)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.close()

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from stateward.persistence import UnitOfWorkFactory, init_schema
 from stateward.persistence.db import create_engine, current_revision
 from stateward.persistence.models import Base
+from stateward.settings import Settings
 
 EXPECTED_TABLES = {
     "processes",
@@ -81,6 +82,25 @@ async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -
     finally:
         await engine.dispose()
     assert (mode, fks, sync) == ("wal", 1, 1)  # synchronous NORMAL == 1
+
+
+async def test_sqlite_synchronous_full_is_applied_to_every_connection(sqlite_db_url: str) -> None:
+    engine = create_engine(sqlite_db_url, sqlite_synchronous="full")
+    try:
+        async with engine.connect() as conn:
+            sync = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar_one()
+    finally:
+        await engine.dispose()
+    assert sync == 2  # FULL
+
+
+def test_sqlite_synchronous_setting_is_validated() -> None:
+    assert Settings.from_env({}).sqlite_synchronous == "normal"
+    assert Settings.from_env({"STATEWARD_SQLITE_SYNCHRONOUS": "FULL"}).sqlite_synchronous == "full"
+    with pytest.raises(ValueError, match="STATEWARD_SQLITE_SYNCHRONOUS"):
+        Settings.from_env({"STATEWARD_SQLITE_SYNCHRONOUS": "off"})
+    with pytest.raises(ValueError, match="sqlite_synchronous"):
+        create_engine("sqlite+aiosqlite:///x.db", sqlite_synchronous="off")
 
 
 async def test_timestamps_come_back_aware_utc(uow_factory: UnitOfWorkFactory) -> None:

@@ -139,7 +139,9 @@ class Runtime:
         key stands in.
         """
         own_engine = engine is None
-        engine = engine or create_engine(settings.database_url)
+        engine = engine or create_engine(
+            settings.database_url, sqlite_synchronous=settings.sqlite_synchronous
+        )
         try:
             if create_schema:
                 await init_schema(engine)

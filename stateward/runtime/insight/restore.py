@@ -49,7 +49,7 @@ def _signed(line: str, signer: str, signature: str) -> SignedEnvelope:
 
 async def _prepare(settings: Settings, log: LogFile) -> None:
     """Migrate the target, refuse a database that already has events, fix `net`."""
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
     try:
         await init_schema(engine)
         from stateward.persistence import UnitOfWorkFactory
