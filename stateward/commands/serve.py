@@ -4,7 +4,8 @@ Settings come from the environment (STATEWARD_*), flags override them. The serve
 uvicorn running `create_app(settings)`; once its startup has completed (database
 migrated, genesis ensured, bus subscribed; with `--demo` also the examples loaded) it
 prints `listening on http://HOST:PORT/graphql` — with the real port when `--port 0`
-asked for a free one. SIGINT/SIGTERM stop it gracefully (exit 0).
+asked for a free one. SIGINT/SIGTERM stop it gracefully (exit 0). The event loop is
+uvloop's when it is installed (`loop_factory`).
 
 Transport limits are uvicorn's own options (`uvicorn_options`): a websocket message
 larger than STATEWARD_MAX_BODY_BYTES is refused with 1009 while it is read, never
@@ -24,7 +25,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -114,11 +115,22 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     tracing.configure_from_env()
     try:
-        return asyncio.run(serve(settings, demo=bool(getattr(args, "demo", False))))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            return runner.run(serve(settings, demo=bool(getattr(args, "demo", False))))
     except KeyboardInterrupt:
         return 0
     finally:
         tracing.shutdown()
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (it comes with `uvicorn[standard]`): the
+    server's loop, as uvicorn itself would pick it; else None (asyncio's own loop)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] installs it on CPython
+        return None
+    return uvloop.new_event_loop
 
 
 async def serve(settings: Settings, *, demo: bool = False) -> int:

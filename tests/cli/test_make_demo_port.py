@@ -19,3 +19,11 @@ def test_make_demo_passes_port_as_stateward_port() -> None:
     assert "STATEWARD_PORT=8001 .venv/bin/stateward serve --demo" in dry.stdout
     plain = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True)
     assert "STATEWARD_PORT" not in plain.stdout
+
+
+def test_serve_runs_on_uvloop() -> None:
+    import uvloop
+
+    from stateward.commands.serve import loop_factory
+
+    assert loop_factory() is uvloop.new_event_loop
