@@ -8,6 +8,7 @@ schema wraps it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -15,8 +16,9 @@ from typing import Any
 from strawberry.types import Info
 
 from stateward.domain import events as ev
-from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError, Problem
 from stateward.domain.paths import registry_id
+from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
 from stateward.records import ProcessRecord
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
@@ -25,7 +27,11 @@ from stateward.runtime.access import auth, references, registry
 from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import commands, policy, queries
 from stateward.runtime.core.act import ActResult, act, parse_signed
+from stateward.runtime.core.group import act_many
 from stateward.runtime.core.queries import RegistryFacts
+from stateward.schema.errors import INTERNAL_ERROR, MASKED_MESSAGE, clip
+
+log = logging.getLogger(__name__)
 
 
 def _object(value: Any, name: str) -> dict[str, Any]:
@@ -60,6 +66,9 @@ async def create_api_token(
     return token, label, actor or me.actor, expires
 
 
+MAX_SUBMIT_EVENTS = 1000
+
+
 async def submit_event(info: Info, event: Any, signature: str, signer: str) -> ActResult:
     """`submitEvent(event, signature, signer)`: a client-signed envelope, as is.
 
@@ -71,7 +80,49 @@ async def submit_event(info: Info, event: Any, signature: str, signer: str) -> A
     """
     signed = parse_signed({"event": event, "signature": signature, "signer": signer})
     rt = runtime(info)
-    result = await act(rt, signed, attested=False)
+    return await _answer(info, signed, await act(rt, signed, attested=False))
+
+
+async def submit_events(
+    info: Info, items: list[dict[str, Any]]
+) -> list[tuple[ActResult | None, Problem | None]]:
+    """`submitEvents(events)`: each item as `submitEvent` would take it, applied in order
+    in one group-commit batch, each all-or-nothing on its own. Per item: (result, None),
+    or (None, the problem: code, message, pointer under `/events/<n>`)."""
+    if len(items) > MAX_SUBMIT_EVENTS:
+        raise DomainError(
+            INVALID_INPUT, f"at most {MAX_SUBMIT_EVENTS} events per request", pointer="/events"
+        )
+    rt = runtime(info)
+    answers: list[tuple[ActResult | None, Problem | None]] = [(None, None)] * len(items)
+    parsed: list[tuple[int, SignedEnvelope]] = []
+    for n, item in enumerate(items):
+        try:
+            parsed.append((n, parse_signed(item)))
+        except DomainError as error:
+            answers[n] = (None, _problem(n, error))
+    outcomes = await act_many(rt, [signed for _, signed in parsed], attested=False)
+    for (n, signed), outcome in zip(parsed, outcomes, strict=True):
+        try:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            answers[n] = (await _answer(info, signed, outcome), None)
+        except DomainError as error:
+            answers[n] = (None, _problem(n, error))
+        except Exception:  # a bug: the others keep their answers, this one is masked
+            log.exception("submitEvents item %d failed", n)
+            answers[n] = (None, Problem(INTERNAL_ERROR, MASKED_MESSAGE, f"/events/{n}"))
+    return answers
+
+
+def _problem(n: int, error: DomainError) -> Problem:
+    return Problem(error.code, clip(error.message), f"/events/{n}{error.pointer}")
+
+
+async def _answer(info: Info, signed: SignedEnvelope, result: ActResult) -> ActResult:
+    """`result` when every principal of the call may read its process (see
+    `submit_event`); else NOT_FOUND."""
+    rt = runtime(info)
     readers: list[auth.Viewer | None] = []
     if signed.signer == signed.envelope.actor and is_public_key(signed.envelope.actor):
         readers.append(await auth.refresh_viewer(rt, auth.Viewer(signed.envelope.actor)))

@@ -1,8 +1,10 @@
-"""Input objects of the contract: instance and event filters."""
+"""Input objects of the contract: instance and event filters, signed events."""
 
 from __future__ import annotations
 
 import strawberry
+
+from stateward.schema.scalars import JSON
 
 
 @strawberry.input(description="Which instances to list (omitted = any).")
@@ -21,3 +23,10 @@ class EventFilter:
     workflow: str | None = None
     instance: str | None = None
     team: str | None = None
+
+
+@strawberry.input(description="A client-signed envelope, as `submitEvent` takes it.")
+class SignedEventInput:
+    event: JSON
+    signature: str
+    signer: str

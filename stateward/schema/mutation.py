@@ -9,12 +9,20 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.resolvers import idempotency, kernel, messages, packages, writes
+from stateward.schema.inputs import SignedEventInput
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.messages import MessagePublication
 from stateward.schema.types.public import PublicEntry, PublicView
 from stateward.schema.types.registry import Registry
-from stateward.schema.types.results import ActionResult, ApiToken, Challenge, Session
+from stateward.schema.types.results import (
+    ActionResult,
+    ApiToken,
+    Challenge,
+    Problem,
+    Session,
+    SubmittedEvent,
+)
 from stateward.schema.types.workflow import Workflow
 
 
@@ -49,6 +57,24 @@ class Mutation:
         self, info: Info, event: JSON, signature: str, signer: str
     ) -> ActionResult:
         return ActionResult.from_domain(await writes.submit_event(info, event, signature, signer))
+
+    @strawberry.mutation(
+        description="Submit many client-signed envelopes in one request (at most 1000): "
+        "applied in order, each all-or-nothing on its own, in one group-commit batch; "
+        "one result per item."
+    )
+    async def submit_events(
+        self, info: Info, events: list[SignedEventInput]
+    ) -> list[SubmittedEvent]:
+        items = [{"event": e.event, "signature": e.signature, "signer": e.signer} for e in events]
+        return [
+            SubmittedEvent(
+                index=n,
+                result=ActionResult.from_domain(outcome) if error is None else None,
+                error=Problem.from_domain(error) if error is not None else None,
+            )
+            for n, (outcome, error) in enumerate(await writes.submit_events(info, items))
+        ]
 
     @strawberry.mutation
     async def add_workflow(self, info: Info, definition: JSON) -> Workflow:

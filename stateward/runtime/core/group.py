@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from stateward.runtime.core.act import (
     ActResult,
     ReadCache,
     _resubmission,
+    act,
     act_verified,
     after_commit,
     apply_in,
@@ -45,6 +47,10 @@ from stateward.runtime.core.writes import Written
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 64
+#: Set by `act_many` for each of its events: resolved once the event is queued.
+_ON_QUEUED: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(
+    "stateward_on_queued", default=None
+)
 
 
 @dataclass
@@ -71,6 +77,12 @@ class GroupCommitter:
         self.fallbacks = 0
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
+        #: `hold()`ers queueing a bundle (`act_many`): the writer starts no batch meanwhile,
+        #: then takes at least what they queued in one batch.
+        self._holds = 0
+        self._released = asyncio.Event()
+        self._released.set()
+        self._bundle = 0
         self._finishing: set[asyncio.Task[None]] = set()
         self._task = self._loop.create_task(self._run(), name="stateward-group-commit")
 
@@ -78,7 +90,22 @@ class GroupCommitter:
         """Queue a verified envelope and wait for its committed result (or its error)."""
         future: asyncio.Future[ActResult] = self._loop.create_future()
         await self._queue.put(_Item(signed, identity, attested, future))
+        queued = _ON_QUEUED.get()
+        if queued is not None and not queued.done():
+            queued.set_result(None)
         return await future
+
+    def hold(self) -> None:
+        """Start queueing a bundle: no batch starts until the matching `release()`."""
+        self._holds += 1
+        self._released.clear()
+
+    def release(self) -> None:
+        """End a `hold()`: the next batch takes at least everything queued so far."""
+        self._holds -= 1
+        if self._holds == 0:
+            self._bundle = max(self._bundle, self._queue.qsize())
+            self._released.set()
 
     @property
     def queued(self) -> int:
@@ -96,7 +123,11 @@ class GroupCommitter:
     async def _run(self) -> None:
         while True:
             items = [await self._queue.get()]
-            while len(items) < self.max_batch and not self._queue.empty():
+            if not self._released.is_set():
+                await self._released.wait()
+            # a released bundle is taken whole (the first item may be one of it)
+            limit, self._bundle = max(self.max_batch, len(items) + self._bundle), 0
+            while len(items) < limit and not self._queue.empty():
                 items.append(self._queue.get_nowait())
             try:
                 await self._batch(items)
@@ -227,3 +258,41 @@ def committer_of(runtime: Runtime) -> GroupCommitter:
         committer = runtime.committer = GroupCommitter(runtime)
     assert isinstance(committer, GroupCommitter)
     return committer
+
+
+async def act_many(
+    runtime: Runtime, items: list[SignedEnvelope], *, attested: bool = False
+) -> list[ActResult | BaseException]:
+    """`act` for each envelope, in list order, in one group-commit batch when possible.
+
+    Each event stays all-or-nothing on its own (a refused one is answered with its error
+    and changes nothing; the others are applied): the answer is, per item, its `ActResult`
+    or the exception `act` raised. Items are queued one after the other, in order (so
+    events of one process apply in list order), while the writer is held; then the writer
+    takes them all in one transaction. Without group commit: one after the other.
+    """
+    if not runtime.group_commit:
+        results: list[ActResult | BaseException] = []
+        for signed in items:
+            try:
+                results.append(await act(runtime, signed, attested=attested))
+            except Exception as error:
+                results.append(error)
+        return results
+    committer = committer_of(runtime)
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[ActResult]] = []
+    committer.hold()
+    try:
+        for signed in items:
+            queued: asyncio.Future[None] = loop.create_future()
+            context = contextvars.copy_context()
+            context.run(_ON_QUEUED.set, queued)
+            task = loop.create_task(act(runtime, signed, attested=attested), context=context)
+            tasks.append(task)
+            # queued (or answered without the writer: a bad signature, a resubmission)
+            waiters: set[asyncio.Future[Any]] = {task, queued}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        committer.release()
+    return list(await asyncio.gather(*tasks, return_exceptions=True))

@@ -101,6 +101,20 @@ class ActionResult:
 
 
 @strawberry.type
+class SubmittedEvent:
+    """One item of `submitEvents`: its result, or why it was refused (nothing of it
+    was applied then; `error.pointer` starts with `/events/<index>`)."""
+
+    index: int
+    result: ActionResult | None
+    error: Problem | None
+
+    @strawberry.field(description="True when the event was already in the log.")
+    def duplicate(self) -> bool:
+        return self.result is not None and self.result.duplicate
+
+
+@strawberry.type
 class Challenge:
     """A single-use login challenge: sign its UTF-8 bytes and send them to authLogin."""
 

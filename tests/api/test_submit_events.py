@@ -1,0 +1,100 @@
+"""`submitEvents`: many client-signed envelopes in one request, each all-or-nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_stack import Api, loan
+
+from stateward.runtime.core.commands import sign_as
+from stateward.runtime.core.group import committer_of
+from stateward.runtime.insight.verify import verify
+
+DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
+START = 'mutation { startInstance(workflow: "acme/loans/loan") { instanceId } }'
+MANY = """mutation($l: [SignedEventInput!]!) { submitEvents(events: $l) {
+  index duplicate error { code pointer } result { event { seq action }
+  instance { instanceId state { key } data } } } }"""
+READ = "query($i: String!) { instance(id: $i) { state { key } data } }"
+
+
+async def _started(api: Api, count: int) -> list[str]:
+    await api.ok(DEPLOY, {"d": loan()})
+    await api.ok('mutation($a:String!){grantRole(namespace:"acme",actor:$a,roles:["manager"])'
+                 "{members{actor}}}", {"a": api.admin.public})  # fmt: skip
+    return [(await api.ok(START))["startInstance"]["instanceId"] for _ in range(count)]
+
+
+def _signed(api: Api, instance: str, action: str, data: dict[str, Any]) -> dict[str, Any]:
+    return sign_as(api.runtime, api.admin, instance, action, "acme/loans/loan", data).to_json()
+
+
+async def test_a_refused_event_in_a_batch_rolls_back_nothing_else(api: Api) -> None:
+    a, b, c = await _started(api, 3)
+    forged = _signed(api, b, "submit", {"fields": {"amount": 7}})
+    forged["signature"] = _signed(api, b, "submit", {"fields": {"amount": 8}})["signature"]
+    items = [
+        _signed(api, a, "submit", {"fields": {"amount": 1}}),
+        forged,  # refused before the writer: a bad signature
+        _signed(api, c, "approve", {}),  # refused by the engine (not from intake)
+        _signed(api, b, "submit", {"fields": {"amount": 2}}),
+        {"event": {"v": 1}, "signature": "x", "signer": "y"},  # refused when parsed
+    ]
+    results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    assert [r["index"] for r in results] == [0, 1, 2, 3, 4]
+    assert results[0]["result"]["instance"]["state"]["key"] == "review"
+    assert results[3]["result"]["instance"]["data"]["amount"] == 2
+    assert results[1]["error"]["code"] == "BAD_SIGNATURE" and results[1]["result"] is None
+    assert results[1]["error"]["pointer"].startswith("/events/1")
+    assert results[2]["error"]["code"] not in (None, "INTERNAL_ERROR")
+    assert results[2]["error"]["pointer"].startswith("/events/2")
+    assert results[4]["error"]["code"] == "INVALID_INPUT"
+    assert results[4]["error"]["pointer"].startswith("/events/4/")
+    states = [(await api.ok(READ, {"i": i}))["instance"]["state"]["key"] for i in (a, b, c)]
+    assert states == ["review", "review", "intake"]  # c unchanged, a and b applied
+
+
+async def test_events_of_one_instance_apply_in_order_in_one_batch(api: Api) -> None:
+    [a] = await _started(api, 1)
+    committer = committer_of(api.runtime)
+    batches = committer.batches
+    items = [_signed(api, a, "submit", {"fields": {"amount": 5}})]
+    items += [_signed(api, a, "note", {"text": f"n{i}"}) for i in range(70)]  # > MAX_BATCH
+    results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    assert [r["error"] for r in results] == [None] * 71
+    assert [r["result"]["event"]["seq"] for r in results] == list(range(2, 73))
+    assert results[-1]["result"]["instance"]["data"]["notes"] == [f"n{i}" for i in range(70)]
+    assert committer.batches == batches + 1  # one group-commit batch for the request
+
+
+async def test_verify_is_clean_after_a_submit_events_run_and_resending_is_duplicate(
+    api: Api,
+) -> None:
+    ids = await _started(api, 4)
+    items = [_signed(api, i, "submit", {"fields": {"amount": n}}) for n, i in enumerate(ids)]
+    items += [_signed(api, i, "note", {"text": "x"}) for i in ids]
+    first = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    again = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    assert [r["duplicate"] for r in first] == [False] * 8
+    assert [r["duplicate"] for r in again] == [True] * 8
+    report = await verify(api.runtime)
+    assert report.valid, report.problems
+
+
+async def test_a_batch_is_bounded_and_an_empty_one_is_empty(api: Api) -> None:
+    assert (await api.ok(MANY, {"l": []}, token=None))["submitEvents"] == []
+    junk = {"event": {}, "signature": "", "signer": ""}
+    body = await api.gql(MANY, {"l": [junk] * 1001}, token=None)
+    assert body["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
+    assert body["errors"][0]["extensions"]["pointer"] == "/events"
+
+
+async def test_an_unreadable_result_is_not_found_for_that_item_only(api: Api) -> None:
+    [a] = await _started(api, 1)
+    stranger, token = await api.user()  # no role anywhere: may not act nor read
+    own = sign_as(api.runtime, stranger, a, "submit", "acme/loans/loan",
+                  {"fields": {"amount": 1}}).to_json()  # fmt: skip
+    results = (await api.ok(MANY, {"l": [own]}, token=token))["submitEvents"]
+    assert results[0]["result"] is None
+    assert results[0]["error"]["code"] in ("FORBIDDEN", "NOT_FOUND")
+    assert (await api.ok(READ, {"i": a}))["instance"]["state"]["key"] == "intake"
