@@ -30,6 +30,7 @@ from urllib.parse import quote
 from stateward.domain import errors
 from stateward.domain.definition import ValidationReport, validate_definition
 from stateward.domain.errors import Problem
+from stateward.domain.lint import spawn_entries
 from stateward.domain.rawjson import parse_json_text
 
 
@@ -165,6 +166,8 @@ def validate_files(
     for item in files:
         _read(item)
     deployed = {item.workflow for item in files if item.workflow} | set(workspace)
+    # States other files' spawns start a workflow in count as its entries.
+    sources = [parse_json_text(item.text)[0] for item in files if item.text is not None]
     first: dict[str, Path] = {}
     for item in files:
         if item.text is None:
@@ -174,6 +177,7 @@ def validate_files(
             deployed=deployed,
             target=item.target if item.workflow else None,
             modules=modules.__contains__ if modules is not None else None,
+            spawned_into=spawn_entries(sources, item.workflow) if item.workflow else (),
         )
         item.problems.extend(_with_file_name(report.errors, item))
         if item.workflow is not None:

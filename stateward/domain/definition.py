@@ -83,6 +83,7 @@ def validate_definition(
     target: str | None = None,
     modules: Callable[[str], bool] | None = None,
     bootstrap: bool = False,
+    spawned_into: Collection[str] = (),
 ) -> ValidationReport:
     """Validate a definition given as raw JSON text or as a mapping; report every problem.
 
@@ -91,7 +92,8 @@ def validate_definition(
     `$path`. `modules`: tells whether a hook module path (`ns/path/module`, the workflow's own
     namespace filled in for a bare `module`) exists; None checks only the hook's shape.
     `bootstrap`: the built-in governance workflow, which may omit `$path` and use
-    `*/bootstrap`.
+    `*/bootstrap`. `spawned_into`: states that other workflows' spawns start this one in
+    (`lint.spawn_entries`), which are then reachable (no UNREACHABLE_STATE).
     """
     found: list[Problem] = []
     value: Any = source
@@ -131,7 +133,8 @@ def validate_definition(
         found.extend(problems)
         check_messages(declared, correlation, started_by, found)
     generated = _generated(state_defs)
-    warnings = lint(initial, state_defs, declared, generated, LintContext(path, spawn_only, idle))
+    lint_ctx = LintContext(path, spawn_only, idle, frozenset(spawned_into))
+    warnings = lint(initial, state_defs, declared, generated, lint_ctx)
     definition = None
     if initial is not None and not any(p.severity == "error" for p in found):
         canonical = canonical_bytes(raw)

@@ -9,7 +9,8 @@ are never reported as shadowing or shadowed.
 
 DSL 2.1: a list of routes is one edge per route; `$cancel` is a way out; a state with
 `await` is left by its `then` action; a state that a spawn of this workflow enters (`to`)
-and, in a `spawn_only` workflow, every state counts as an entry (the parent's spawn may
+(or, given `spawned_into`, another workflow's spawn enters) and, in a `spawn_only`
+workflow, every state counts as an entry (the parent's spawn may
 name any); actions chosen by name (timers, timeouts, `await`) are never SHADOWED_ACTION.
 """
 
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from stateward.domain import errors
 from stateward.domain.errors import Problem
 from stateward.domain.model import CANCEL_TARGET, ActionDef, StateDef, TimeoutSpec
 from stateward.domain.mutations import pointer_join
+from stateward.domain.paths import split_path
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,44 @@ class LintContext:
     path: str | None = None
     spawn_only: bool = False
     idle_timeout: TimeoutSpec | None = None
+    #: States other workflows' spawns start this one in (`spawn_entries`).
+    spawned_into: frozenset[str] = frozenset()
+
+
+def spawn_entries(sources: Iterable[Any], path: str) -> frozenset[str]:
+    """The states of workflow `path` that the spawns of other definitions (raw JSON
+    objects) start a child in: their spawn items' `to`, action-level or `$spawn` in
+    `mutate`. Only spawners of `path`'s namespace or above count: a spawn into another
+    namespace starts the child at its initial state (the `to` is not honoured there)."""
+    target = split_path(path)[0]
+    found: set[str] = set()
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        own = source.get("$path")
+        actions = source.get("actions")
+        if not isinstance(own, str) or own == path or not isinstance(actions, Mapping):
+            continue
+        namespace = split_path(own)[0]
+        if not (target == namespace or target.startswith(namespace + "/")):
+            continue  # another namespace's spawn starts it at its initial state
+        for action in actions.values():
+            if not isinstance(action, Mapping):
+                continue
+            mutate = action.get("mutate")
+            items = [
+                action.get("spawn"),
+                mutate.get("$spawn") if isinstance(mutate, Mapping) else None,
+            ]
+            for group in items:
+                for item in group if isinstance(group, list) else [group]:
+                    if (
+                        isinstance(item, Mapping)
+                        and item.get("workflow") == path
+                        and isinstance(item.get("to"), str)
+                    ):
+                        found.add(item["to"])
+    return frozenset(found)
 
 
 def _sources(action: ActionDef, states: Mapping[str, StateDef]) -> set[str]:
@@ -70,15 +111,17 @@ def _entries(
     states: Mapping[str, StateDef], actions: list[ActionDef], ctx: LintContext
 ) -> set[str]:
     """States a process may start in besides `initial`: a spawn of this very workflow
-    names them, or (spawn_only) a parent's spawn may name any of them."""
+    or of another one (`ctx.spawned_into`) names them, or (spawn_only) a parent's spawn
+    may name any of them."""
     if ctx.spawn_only:
         return set(states)
-    return {
+    own = {
         spec.to
         for action in actions
         for spec in action.spawn
         if spec.workflow == ctx.path and spec.to is not None and spec.to in states
     }
+    return own | {key for key in ctx.spawned_into if key in states}
 
 
 def _by_name(

@@ -16,6 +16,7 @@ from strawberry.types import Info
 
 from stateward.domain.definition import ValidationReport, validate_definition
 from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.lint import spawn_entries
 from stateward.domain.paths import is_canonical_path, is_namespace, registry_id, split_path
 from stateward.records import ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
@@ -191,14 +192,19 @@ async def validate(info: Info, definition: Any) -> ValidationReport:
     callers get the shape checks only (no deployment facts are revealed).
     """
     deployed = None
+    entries: frozenset[str] = frozenset()
     me = viewer_or_none(info)
     if me is not None:
         # Only what the viewer may read: a foreign path is UNRESOLVED_SPAWN whether it
         # exists or not, so validation never tells whether it does.
-        found = [w.path for w in await registry.list_workflows(runtime(info))]
+        workflows = await registry.list_workflows(runtime(info))
+        found = [w.path for w in workflows]
         deployed = {p for p in found if policy.can_read(me, split_path(p)[0])}
         own = definition.get("$path") if isinstance(definition, Mapping) else None
         if is_canonical_path(own) and policy.can_read(me, split_path(str(own))[0]):
             # ... and what other namespaces allow the definition's own to spawn.
             deployed |= await references.spawnable(runtime(info), split_path(str(own))[0], found)
-    return validate_definition(definition, deployed=deployed)
+            # States the readable deployed workflows' spawns start it in are entries.
+            readable = (w.definition.source for w in workflows if w.path in deployed)
+            entries = spawn_entries(readable, str(own))
+    return validate_definition(definition, deployed=deployed, spawned_into=entries)

@@ -186,3 +186,18 @@ def test_deploy_of_a_subfolder_puts_its_modules_in_their_namespace(
     package = json.loads(out.read_text("utf-8"))
     assert [(m["namespace"], m["name"]) for m in package["modules"]] == [("support/desk", "triage")]
     assert [w["$path"] for w in package["workflows"]] == ["support/desk/ticket"]
+
+
+def test_a_state_entered_only_by_another_files_spawn_is_reachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    child = workflow("ops/a/child")
+    child["states"]["fast"] = {"label": "Fast"}
+    child["actions"]["rush"] = {"from": "fast", "to": "b"}
+    write(tmp_path, "ops/a/child.json", child)
+    _code, lines = run(capsys, str(tmp_path))
+    assert [(c, p) for _, c, p in findings(lines)] == [("UNREACHABLE_STATE", "#/states/fast")]
+    parent = workflow("ops/parent")  # a namespace above the child's: its `to` is honoured
+    parent["actions"]["go"]["spawn"] = [{"workflow": "ops/a/child", "to": "fast"}]
+    write(tmp_path, "ops/parent.json", parent)
+    assert run(capsys, str(tmp_path)) == (0, [])

@@ -77,3 +77,43 @@ def test_states_without_labels_are_flagged() -> None:
     source = flow()
     del source["states"]["b"]["label"]
     assert warnings(source) == {"/states/b": "MISSING_LABEL"}
+
+
+def test_states_other_workflows_spawn_into_are_entries() -> None:
+    from stateward.domain.lint import spawn_entries
+
+    child = {
+        "$version": "2.0",
+        "$path": "ops/desk/child",
+        "initial": "open",
+        "states": {
+            "open": {"label": "Open"},
+            "fast": {"label": "Fast"},
+            "done": {"label": "Done", "terminal": True},
+        },
+        "actions": {
+            "finish": {"from": "open", "to": "done"},
+            "rush": {"from": "fast", "to": "done"},
+        },
+    }
+    unreachable = [p.pointer for p in validate_definition(child).warnings]
+    assert unreachable == ["/states/fast"]
+
+    def spawner(path: str, item: dict[str, Any], where: str = "spawn") -> dict[str, Any]:
+        action: dict[str, Any] = {"from": "a", "to": "b"}
+        if where == "spawn":
+            action["spawn"] = [item]
+        else:
+            action["mutate"] = {"$spawn": item}
+        return {"$path": path, "actions": {"go": action}}
+
+    item = {"workflow": "ops/desk/child", "to": "fast"}
+    assert spawn_entries([spawner("ops/desk/parent", item)], "ops/desk/child") == {"fast"}
+    assert spawn_entries([spawner("ops/parent", item, "mutate")], "ops/desk/child") == {"fast"}
+    # Another namespace's spawn starts the child at its initial state: not an entry.
+    assert spawn_entries([spawner("fin/pay/parent", item)], "ops/desk/child") == set()
+    assert (
+        spawn_entries([spawner("ops/desk/parent", {**item, "to": None})], "ops/desk/child") == set()
+    )
+    entries = spawn_entries([spawner("ops/desk/parent", item)], "ops/desk/child")
+    assert validate_definition(child, spawned_into=entries).warnings == ()
