@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from stateward.persistence.models import Base, BigId
@@ -35,6 +35,33 @@ class Assignment(Base):
         Index("ix_assignments_team_status", "team", "status"),
         Index("ix_assignments_assignee_status", "assignee", "status"),
         Index("ix_assignments_process_id_status", "process_id", "status"),
+    )
+
+
+class StateVisit(Base):
+    """One stay of an instance in a state (the analytics read model, written with the event
+    that entered or left it). Instants are epoch milliseconds so SQL subtracts them on
+    both databases. `ended`: '' while the instance is in it, 'left' (a state change),
+    'completed', 'cancelled' or 'error' (the instance ended in it)."""
+
+    __tablename__ = "state_visits"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    process_id: Mapped[str] = mapped_column(ForeignKey("processes.id"))
+    workflow: Mapped[str] = mapped_column(String(255))
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(255))
+    entered_seq: Mapped[int] = mapped_column(Integer)
+    entered_ms: Mapped[int] = mapped_column(BigInteger)
+    left_ms: Mapped[int | None] = mapped_column(BigInteger)
+    ended: Mapped[str] = mapped_column(String(16), default="")
+    due_ms: Mapped[int | None] = mapped_column(BigInteger)
+    breached: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    __table_args__ = (
+        Index("ix_state_visits_process_id_ended", "process_id", "ended"),
+        Index("ix_state_visits_workflow_entered_ms", "workflow", "entered_ms"),
+        Index("ix_state_visits_workflow_left_ms", "workflow", "left_ms"),
     )
 
 

@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from stateward.persistence.access import GrantRepository, KeyRepository, TokenRepository
+from stateward.persistence.analytics import VisitRepository
 from stateward.persistence.assignments import AssignmentRepository
 from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.errors import classify_integrity_error, is_transient
@@ -87,6 +88,7 @@ class UnitOfWork:
     outbox: OutboxRepository
     meta: MetaRepository
     log: LogRepository
+    visits: VisitRepository
     sequencer: Sequencer
 
     def __init__(
@@ -139,6 +141,7 @@ class UnitOfWork:
         self.outbox = OutboxRepository(session, self.sequencer)
         self.meta = MetaRepository(session)
         self.log = LogRepository(session)
+        self.visits = VisitRepository(session)
         return self
 
     async def __aexit__(

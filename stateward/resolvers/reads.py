@@ -107,10 +107,20 @@ async def workflow_versions(
     )
 
 
-async def workflow_analytics(info: Info, path: str, version: int | None) -> Any:
-    """`Workflow.analytics`: counts, cycle times, dwell and SLA compliance per state."""
+async def workflow_analytics(
+    info: Info,
+    path: str,
+    version: int | None,
+    *,
+    period: str | None = None,
+    from_: datetime | None = None,
+    to: datetime | None = None,
+) -> analytics.WorkflowAnalytics:
+    """`Workflow.analytics`: throughput, cycle time, dwell, SLA compliance, status counts."""
     require_read(info, _namespace_of_path(path), "workflow")
-    return (await analytics.analytics(runtime(info), path, version)).as_dict()
+    return await analytics.analytics(
+        runtime(info), path, version, period=period, from_=from_, to=to
+    )
 
 
 async def instance(info: Info, ident: str) -> ProcessRecord:

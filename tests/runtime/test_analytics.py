@@ -1,10 +1,10 @@
-"""Analytics from the event log, on a scenario timed by hand with the ManualClock."""
+"""Analytics by SQL aggregates, on a scenario timed by hand with the ManualClock."""
 
 from __future__ import annotations
 
 import copy
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from stateward.runtime.access import registry
 from stateward.runtime.core.clock import ManualClock
 from stateward.runtime.core.commands import cancel_instance, perform_action, start_instance
 from stateward.runtime.core.services import Runtime
-from stateward.runtime.insight.analytics import analytics, percentile
+from stateward.runtime.insight.analytics import analytics, window
 from stateward.runtime.sweeps import sla
 
 DESK: dict[str, Any] = {
@@ -52,12 +52,22 @@ class Desk:
         self.clock.set(t0 + timedelta(seconds=seconds))
 
 
-def test_percentiles_interpolate_between_ranks():
-    assert percentile([], 0.5) is None
-    assert percentile([7], 0.9) == 7
-    assert percentile([60, 200], 0.5) == 130
-    assert percentile([60, 200], 0.9) == pytest.approx(186)
-    assert percentile([30, 10, 10, 10], 0.5) == 10
+def test_the_window_is_a_period_or_from_to():
+    now = datetime(2026, 3, 10, 12, tzinfo=UTC)
+    assert window(now) == (now - timedelta(days=7), now)
+    assert window(now, "24h") == (now - timedelta(hours=24), now)
+    assert window(now, from_=now - timedelta(days=2)) == (now - timedelta(days=2), now)
+    for bad, pointer in [
+        ({"period": "7 days"}, "/period"),
+        ({"period": "0d"}, "/period"),
+        ({"period": "400d"}, "/period"),
+        ({"period": "7d", "to": now}, "/period"),
+        ({"from_": now, "to": now}, "/from"),
+        ({"from_": now - timedelta(days=400)}, "/from"),
+    ]:
+        with pytest.raises(DomainError) as info:
+            window(now, **bad)  # type: ignore[arg-type]
+        assert (info.value.code, info.value.pointer) == ("INVALID_INPUT", pointer)
 
 
 async def test_figures_equal_the_hand_computed_values(admin_rt, operator, clock):
@@ -89,24 +99,35 @@ async def test_figures_equal_the_hand_computed_values(admin_rt, operator, clock)
     await desk.start()  # e: in intake now
 
     report = await analytics(admin_rt, DESK["$path"])  # now = t0+400: d is overdue
-    assert (report.started, report.completed, report.cancelled, report.active) == (5, 2, 1, 2)
-    assert report.errored == 0 and report.replay_failures == 0
-    assert report.cycle_time_p50_seconds == 130
-    assert report.cycle_time_p90_seconds == pytest.approx(186)
-    assert report.cycle_time_mean_seconds == 130
+    counts = {c.status: c.count for c in report.status_counts}
+    assert counts == {"completed": 2, "cancelled": 1, "active": 2} and report.started == 5
+    cycle = report.cycle_time  # 60 s and 200 s
+    assert (cycle.count, cycle.mean_seconds, cycle.p50_seconds) == (2, 130, 130)
+    assert cycle.p90_seconds == pytest.approx(186)
+    assert cycle.p99_seconds == pytest.approx(198.6)
+    assert sum(d.completed for d in report.throughput) == 2
+    assert report.throughput[-1].day == clock.now().date()
+    assert len(report.throughput) in (8, 9)  # every UTC day the 7-day window touches
     states = {s.state: s for s in report.states}
     assert [s.state for s in report.states] == ["intake", "review", "done", "rejected"]
     intake, review = states["intake"], states["review"]
     assert (intake.entered, intake.left, intake.current) == (5, 4, 1)
-    assert (intake.dwell_mean_seconds, intake.dwell_p50_seconds) == (15, 10)
-    assert intake.sla_compliance is None
+    assert (intake.dwell.mean_seconds, intake.dwell.p50_seconds) == (15, 10)
+    assert intake.dwell.p90_seconds == pytest.approx(24)  # 10 10 10 30
+    assert intake.sla_compliance is None and intake.label == "Intake"
     assert (review.entered, review.left, review.current) == (4, 2, 1)
-    assert (review.dwell_mean_seconds, review.dwell_p50_seconds) == (110, 110)
+    assert (review.dwell.mean_seconds, review.dwell.p50_seconds) == (110, 110)
     assert (review.sla_seconds, review.sla_met, review.sla_breached) == (100, 1, 2)
     assert review.sla_compliance == pytest.approx(1 / 3)
     assert (states["done"].entered, states["rejected"].entered) == (1, 1)
-    assert states["done"].dwell_mean_seconds is None
-    assert report.as_dict()["states"][1]["sla_met"] == 1
+    assert states["done"].dwell.count == 0 and states["done"].dwell.mean_seconds is None
+
+    # A window ending before b was due (t0+130) and after a left review: only a is decided.
+    early = await analytics(admin_rt, DESK["$path"], from_=t0, to=t0 + timedelta(seconds=100))
+    early_review = {s.state: s for s in early.states}["review"]
+    assert (early_review.sla_met, early_review.sla_breached) == (1, 0)
+    assert early.cycle_time.count == 1 and early.cycle_time.p99_seconds == 60
+    assert early.started == 2  # a and b started at t0
 
 
 async def test_a_version_filter_counts_only_instances_pinned_to_it(admin_rt, operator, clock):
@@ -129,13 +150,13 @@ async def test_unknown_workflows_are_not_found_and_unused_ones_are_empty(admin_r
     assert info.value.code == "NOT_FOUND"
     await registry.deploy_workflow(admin_rt, operator, DESK)
     report = await analytics(admin_rt, DESK["$path"])
-    assert (report.started, report.cycle_time_p50_seconds) == (0, None)
+    assert (report.started, report.cycle_time.p50_seconds) == (0, None)
     assert [s.entered for s in report.states] == [0, 0, 0, 0]
 
 
 @pytest.mark.slow
-async def test_thousands_of_instances_are_analysed_in_one_pass(admin_rt, operator, clock):
-    """2,000 instances / 6,000 events: one query plus an in-memory replay."""
+async def test_thousands_of_instances_are_analysed_in_sql(admin_rt, operator, clock):
+    """2,000 instances / 5,000 events: a handful of aggregate queries."""
     await registry.deploy_workflow(admin_rt, operator, DESK)
     desk = Desk(admin_rt, clock, operator.public)
     ids = [await desk.start() for _ in range(2000)]
@@ -148,6 +169,7 @@ async def test_thousands_of_instances_are_analysed_in_one_pass(admin_rt, operato
     began = time.perf_counter()
     report = await analytics(admin_rt, DESK["$path"])
     elapsed = time.perf_counter() - began
-    assert (report.started, report.completed, report.events_read) == (2000, 1000, 5000)
+    assert (report.started, report.cycle_time.count) == (2000, 1000)
+    assert report.cycle_time.p50_seconds == 25
     assert elapsed < 5, f"analytics took {elapsed:.2f} s"
     print(f"analytics of 2000 instances / 5000 events: {elapsed * 1000:.0f} ms")

@@ -20,6 +20,7 @@ from stateward.domain.messages import waits
 from stateward.domain.model import (
     CANCELLED,
     COMPLETED,
+    ERROR,
     LIVE_STATUSES,
     SYSTEM_ACTOR,
     Actor,
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 ASSIGNMENT_NAMESPACE = uuid.NAMESPACE_URL
 #: The `team` of an assignment opened for one person (`assign: {"user": ...}`): no team.
 PERSONAL_TEAM = ""
+#: Statuses that end an instance (its open visit is closed with the status).
+ENDED_STATUSES = (COMPLETED, CANCELLED, ERROR)
 #: Engine events of a registry's own bootstrap process that are not published: the bus
 #: carries `workflow.deployed` and `registry.role.*` for registries instead.
 _REGISTRY_QUIET = frozenset({ev.WORKFLOW_STARTED, ev.WORKFLOW_UPDATED})
@@ -181,6 +184,8 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
         ),
         recorded_at=ctx.now,
     )
+    if ctx.kind == INSTANCE:
+        await _visits(ctx, outcome, record, event_ts)
     for write in ctx.after_event:
         await write(stored)
     written = Written(event=stored, process=record, outcome=outcome)
@@ -202,6 +207,36 @@ def _merge(written: Written, told: Written | None) -> None:
         written.hooks.extend(told.hooks)
         written.children.extend(told.children)
         written.messages.extend(told.messages)
+
+
+def _ms(value: datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+async def _visits(
+    ctx: ActContext, outcome: Outcome, record: ProcessRecord, event_ts: datetime
+) -> None:
+    """The analytics read model (`state_visits`): close the visit this event leaves (or
+    ends the instance in), open the one it enters."""
+    old, at = ctx.process, _ms(event_ts)
+    if old is None or outcome.state_changed:
+        if old is not None:
+            breached = old.sla_breached_at is not None
+            await ctx.uow.visits.close(record.id, at, "left", breached=breached)
+        sla = outcome.effects.sla
+        due = _dt(sla.due_at) if sla is not None and sla.state == outcome.state else None
+        await ctx.uow.visits.open(
+            process_id=record.id,
+            workflow=record.workflow,
+            version=record.workflow_version,
+            state=outcome.state,
+            seq=record.seq,
+            at_ms=at,
+            due_ms=None if due is None else _ms(due),
+        )
+    if outcome.status in ENDED_STATUSES and (old is None or old.status != outcome.status):
+        breached = old is not None and not outcome.state_changed and old.sla_breached_at is not None
+        await ctx.uow.visits.close(record.id, at, outcome.status, breached=breached)
 
 
 async def _effects(

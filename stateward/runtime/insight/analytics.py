@@ -1,61 +1,72 @@
-"""Workflow analytics computed from the event log (DESIGN §7).
+"""Workflow analytics over a time window, computed by SQL aggregates (seed §11).
 
-One query reads the events of every instance of a workflow (`AnalyticsRepository`);
-each instance's log is replayed through the pure engine (`kernel.evaluate`, as `verify`
-does), so every state change is known exactly — automated steps, `$advance`, timers and
-assignment completions included — without trusting the current rows. Then, in Python:
+The figures come from `state_visits` (the read model every instance event keeps, see
+`persistence/analytics.py`): each is an aggregate query returning one row per state, per
+day or per status; no instance or event is loaded into Python. For the window
+[from, to] (both ends included), judged at `as_of` (now):
 
-- counts: instances started, completed, cancelled, in error, still live;
-- cycle time (seconds from the `$start` event to the event that completed the instance):
-  p50, p90 and mean over completed instances;
-- per state: visits entered, visits left, instances in it now, dwell (seconds from the
-  event that entered the state to the event that left it; only visits that left count)
-  mean and p50, and SLA compliance for states with `sla_seconds` (of the version the
-  instance pinned): a visit is *met* when it left the state by its due time with no
-  `$sla` breach event, *breached* when it left late, had a breach event, or is still
-  there (or ended by cancel/error) after its due time; visits neither left nor due yet
-  are pending and do not count. compliance = met / (met + breached).
+- `status_counts`: instances started in the window, by their status now; `started` their sum;
+- `throughput`: instances completed per UTC day of the window (every day listed, zeros too);
+- `cycle_time`: start (`$start`) to completion of the instances completed in the window:
+  count, mean, p50/p90/p99;
+- per state: visits entered in the window, visits left in it (by a state change), instances
+  in it now, dwell (entry to leaving) of the visits left in the window, and SLA compliance
+  for states with `sla_seconds`: a visit is *met* when it left by its due time (within the
+  window), *breached* when its due time falls in the window (and has passed) and it was
+  still there then, left late, or had a breach recorded; visits ended by completion, cancel
+  or error before their due time, and those not due yet, are not decided.
+  compliance = met / (met + breached).
 
 Percentiles interpolate linearly between ranks (PostgreSQL's `percentile_cont`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from itertools import groupby
-from typing import Any
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 
-from stateward.domain.errors import NOT_FOUND, DomainError
-from stateward.domain.model import (
-    CANCELLED,
-    COMPLETED,
-    ERROR,
-    LIVE_STATUSES,
-    Actor,
-    Definition,
-    ProcessSnapshot,
-)
-from stateward.persistence.analytics import AnalyticsRepository, LogEvent
-from stateward.runtime.core.clock import format_ts
-from stateward.runtime.core.kernel import evaluate
+from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.persistence.analytics import AnalyticsRepository, Spread, Window
 from stateward.runtime.core.services import Runtime
 
-SLA = "$sla"
-BREACH_KINDS = ("breach", "breached")
+#: `period` is a number of days or hours back from now: "7d", "24h".
+PERIOD = re.compile(r"^([1-9][0-9]{0,4})([dh])$")
+DEFAULT_PERIOD = "7d"
+#: The longest window (its throughput lists one entry per day).
+MAX_WINDOW = timedelta(days=366)
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Durations:
+    """count, mean and percentiles of durations in seconds (None when count is 0)."""
+
+    count: int
+    mean_seconds: float | None
+    p50_seconds: float | None
+    p90_seconds: float | None
+    p99_seconds: float | None
+
+    @classmethod
+    def of(cls, spread: Spread) -> Durations:
+        def s(ms: float | None) -> float | None:
+            return None if ms is None else ms / 1000
+
+        p50, p90, p99 = (s(v) for v in spread.percentiles_ms)
+        return cls(spread.count, s(spread.mean_ms), p50, p90, p99)
 
 
 @dataclass(frozen=True)
 class StateAnalytics:
-    """Figures of one state (see the module docstring)."""
+    """Figures of one state over the window (see the module docstring)."""
 
     state: str
+    label: str | None
     entered: int
     left: int
     current: int
-    dwell_mean_seconds: float | None
-    dwell_p50_seconds: float | None
+    dwell: Durations
     sla_seconds: float | None
     sla_met: int
     sla_breached: int
@@ -63,233 +74,136 @@ class StateAnalytics:
 
 
 @dataclass(frozen=True)
+class DayCount:
+    """Instances completed on one UTC day."""
+
+    day: date
+    completed: int
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    """Instances (started in the window) with this status now."""
+
+    status: str
+    count: int
+
+
+@dataclass(frozen=True)
 class WorkflowAnalytics:
-    """Figures of a workflow (all versions, or one) as of `as_of` (see the module docstring)."""
+    """Figures of a workflow (all versions, or one) over [from_, to] as of `as_of`."""
 
     workflow: str
     version: int | None
+    from_: datetime
+    to: datetime
     as_of: datetime
     started: int
-    completed: int
-    cancelled: int
-    errored: int
-    active: int
-    cycle_time_p50_seconds: float | None
-    cycle_time_p90_seconds: float | None
-    cycle_time_mean_seconds: float | None
+    status_counts: tuple[StatusCount, ...]
+    throughput: tuple[DayCount, ...]
+    cycle_time: Durations
     states: tuple[StateAnalytics, ...]
-    events_read: int = 0
-    replay_failures: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (`as_of` as RFC 3339)."""
-        out = asdict(self)
-        out["as_of"] = format_ts(self.as_of)
-        return out
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The `q` quantile (0..1) with linear interpolation between ranks; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = q * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def window(
+    now: datetime,
+    period: str | None = None,
+    from_: datetime | None = None,
+    to: datetime | None = None,
+) -> tuple[datetime, datetime]:
+    """The window [from, to] (both ends included) of `period` ("7d", "24h": back from
+    now) or `from`/`to` (`to` defaults to now, `from` to 7 days before `to`).
+    INVALID_INPUT with a pointer when both are given, the period is malformed, from >= to
+    or the window is longer than a year."""
+    if period is not None and (from_ is not None or to is not None):
+        raise DomainError(INVALID_INPUT, "give period or from/to, not both", pointer="/period")
+    if from_ is None and to is None:
+        match = PERIOD.match(period or DEFAULT_PERIOD)
+        if match is None:
+            raise DomainError(
+                INVALID_INPUT,
+                'period is a number of days or hours, e.g. "7d" or "24h"',
+                pointer="/period",
+            )
+        amount, unit = int(match.group(1)), match.group(2)
+        span = timedelta(days=amount) if unit == "d" else timedelta(hours=amount)
+        if span > MAX_WINDOW:
+            raise DomainError(INVALID_INPUT, "period is at most 366 days", pointer="/period")
+        return now - span, now
+    end = to.astimezone(UTC) if to is not None else now
+    start = from_.astimezone(UTC) if from_ is not None else end - timedelta(days=7)
+    if start >= end:
+        raise DomainError(INVALID_INPUT, "from must be before to", pointer="/from")
+    if end - start > MAX_WINDOW:
+        raise DomainError(INVALID_INPUT, "the window is at most 366 days", pointer="/from")
+    return start, end
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-@dataclass
-class _StateTally:
-    entered: int = 0
-    current: int = 0
-    dwell: list[float] = field(default_factory=list)
-    sla_seconds: float | None = None
-    met: int = 0
-    breached: int = 0
-
-
-@dataclass
-class _Tally:
-    """Running totals over every instance."""
-
-    now: datetime
-    started: int = 0
-    completed: int = 0
-    cancelled: int = 0
-    errored: int = 0
-    active: int = 0
-    failures: int = 0
-    cycle: list[float] = field(default_factory=list)
-    states: dict[str, _StateTally] = field(default_factory=dict)
-
-    def state(self, key: str) -> _StateTally:
-        return self.states.setdefault(key, _StateTally())
-
-
-@dataclass
-class _Visit:
-    state: str
-    entered: datetime
-    sla_seconds: float | None
-    breach_event: bool = False
-
-    def close(self, tally: _Tally, at: datetime, *, left: bool) -> None:
-        """Record the visit ended at `at` (`left`: by a state change)."""
-        figures = tally.state(self.state)
-        seconds = (at - self.entered).total_seconds()
-        if left:
-            figures.dwell.append(seconds)
-        if self.sla_seconds is None:
-            return
-        late = seconds > self.sla_seconds
-        if self.breach_event or late:
-            figures.breached += 1
-        elif left:
-            figures.met += 1
+def _ms(value: datetime) -> int:
+    return int(value.timestamp() * 1000)
 
 
 async def analytics(
-    runtime: Runtime, workflow_path: str, version: int | None = None
+    runtime: Runtime,
+    workflow_path: str,
+    version: int | None = None,
+    *,
+    period: str | None = None,
+    from_: datetime | None = None,
+    to: datetime | None = None,
 ) -> WorkflowAnalytics:
-    """Analytics of `workflow_path` (every version, or only instances pinned to `version`).
-
-    NOT_FOUND when the path was never deployed (or `version` does not exist). States are
+    """Analytics of `workflow_path` (every version, or only instances pinned to `version`)
+    over the window (see `window`). NOT_FOUND when the path was never deployed. States are
     listed in the order of the version named (else the latest), then states that only
-    older versions have.
-    """
+    older versions' instances visited."""
+    now = runtime.clock.now()
+    start, end = window(now, period, from_, to)
+    w = Window(workflow_path, version, _ms(start), _ms(end), _ms(now))
     async with runtime.uow(readonly=True) as uow:
         current = await uow.workflows.get(workflow_path)
         if current is None:
             raise DomainError(NOT_FOUND, f"workflow {workflow_path} was never deployed")
-        shown = version if version is not None else current.latest_version
-        log = await AnalyticsRepository(uow.session).instance_log(workflow_path, version)
-        definitions: dict[int, Definition] = {}
-        for v in sorted({e.version for e in log} | {shown}):
-            definitions[v] = await runtime.definition(uow, workflow_path, v)
-    tally = _Tally(now=runtime.clock.now())
-    for _pid, events in groupby(log, key=lambda e: e.process_id):
-        _replay(list(events), definitions, tally)
-    return _result(workflow_path, version, definitions[shown], definitions, tally, len(log))
-
-
-def _replay(events: list[LogEvent], definitions: Mapping[int, Definition], tally: _Tally) -> None:
-    """Replay one instance's log and add what it shows to `tally`."""
-    definition = definitions[events[0].version]
-    snapshot: ProcessSnapshot | None = None
-    visit: _Visit | None = None
-    started_at = ended_at = events[0].ts
-    try:
-        for event in events:
-            outcome = evaluate(
-                definition,
-                snapshot,
-                name=event.action,
-                input=event.input or {},
-                actor=Actor(id=event.actor, visitor=event.actor.startswith("visitor:")),
-                ts=format_ts(event.ts),
-                event_id=event.identity,
-                process_id=event.process_id,
-                authorize=False,
-            )
-            if visit is not None and event.action == SLA:
-                visit.breach_event |= (event.input or {}).get("kind") in BREACH_KINDS
-            if visit is None or outcome.state != visit.state:
-                if visit is not None:
-                    visit.close(tally, event.ts, left=True)
-                state = definition.states.get(outcome.state)
-                visit = _Visit(outcome.state, event.ts, state.sla_seconds if state else None)
-                tally.state(outcome.state).entered += 1
-            if outcome.status in (COMPLETED, CANCELLED, ERROR) and (
-                snapshot is None or snapshot.status != outcome.status
-            ):
-                ended_at = event.ts
-            snapshot = ProcessSnapshot(
-                id=event.process_id,
-                workflow=definition.path or "",
-                version=event.version,
-                state=outcome.state,
-                status=outcome.status,
-                data=outcome.data,
-                started_by=snapshot.started_by if snapshot else event.actor,
-                automation_chain=(snapshot.automation_chain + 1 if snapshot else 1)
-                if outcome.action == "$automate"
-                else 0,
-            )
-    except DomainError:
-        tally.failures += 1
-        return
-    assert snapshot is not None and visit is not None
-    tally.started += 1
-    status = snapshot.status
-    if status in LIVE_STATUSES:
-        tally.active += 1
-        tally.state(visit.state).current += 1
-        visit.close(tally, tally.now, left=False)  # breached when overdue, else pending
-        return
-    if status == COMPLETED:
-        tally.completed += 1
-        tally.cycle.append((ended_at - started_at).total_seconds())
-    elif status == CANCELLED:
-        tally.cancelled += 1
-    elif status == ERROR:
-        tally.errored += 1
-    if status != COMPLETED:
-        visit.close(tally, ended_at, left=False)
-
-
-def _state_order(shown: Definition, definitions: Iterable[Definition]) -> list[str]:
-    order = list(shown.states)
-    for definition in definitions:
-        order.extend(k for k in definition.states if k not in order)
-    return order
-
-
-def _result(
-    path: str,
-    version: int | None,
-    shown: Definition,
-    definitions: Mapping[int, Definition],
-    tally: _Tally,
-    events_read: int,
-) -> WorkflowAnalytics:
+        definition = await runtime.definition(
+            uow, workflow_path, version if version is not None else current.latest_version
+        )
+        repo = AnalyticsRepository(uow.session)
+        statuses = await repo.status_counts(workflow_path, version, w.from_ms, w.to_ms)
+        per_day = await repo.completions_per_day(w)
+        cycle = await repo.cycle_time(w)
+        figures = {f.state: f for f in await repo.states(w)}
     states = []
-    for key in _state_order(shown, definitions.values()):
-        t = tally.states.get(key, _StateTally())
-        declared = shown.states.get(key)
-        sla = declared.sla_seconds if declared is not None else None
-        decided = t.met + t.breached
+    for key in [*definition.states, *sorted(k for k in figures if k not in definition.states)]:
+        f = figures.get(key)
+        declared = definition.states.get(key)
+        decided = (f.sla_met + f.sla_breached) if f else 0
         states.append(
             StateAnalytics(
                 state=key,
-                entered=t.entered,
-                left=len(t.dwell),
-                current=t.current,
-                dwell_mean_seconds=_mean(t.dwell),
-                dwell_p50_seconds=percentile(t.dwell, 0.5),
-                sla_seconds=sla,
-                sla_met=t.met,
-                sla_breached=t.breached,
-                sla_compliance=t.met / decided if decided else None,
+                label=declared.label if declared is not None else None,
+                entered=f.entered if f else 0,
+                left=f.left if f else 0,
+                current=f.current if f else 0,
+                dwell=Durations.of(f.dwell) if f else Durations(0, None, None, None, None),
+                sla_seconds=declared.sla_seconds if declared is not None else None,
+                sla_met=f.sla_met if f else 0,
+                sla_breached=f.sla_breached if f else 0,
+                sla_compliance=f.sla_met / decided if f and decided else None,
             )
         )
+    first_day, last_day = w.from_ms // DAY_MS, w.to_ms // DAY_MS
+    epoch = date(1970, 1, 1)
     return WorkflowAnalytics(
-        workflow=path,
+        workflow=workflow_path,
         version=version,
-        as_of=tally.now,
-        started=tally.started,
-        completed=tally.completed,
-        cancelled=tally.cancelled,
-        errored=tally.errored,
-        active=tally.active,
-        cycle_time_p50_seconds=percentile(tally.cycle, 0.5),
-        cycle_time_p90_seconds=percentile(tally.cycle, 0.9),
-        cycle_time_mean_seconds=_mean(tally.cycle),
+        from_=start,
+        to=end,
+        as_of=now,
+        started=sum(statuses.values()),
+        status_counts=tuple(StatusCount(s, n) for s, n in sorted(statuses.items())),
+        throughput=tuple(
+            DayCount(epoch + timedelta(days=d), per_day.get(d, 0))
+            for d in range(first_day, last_day + 1)
+        ),
+        cycle_time=Durations.of(cycle),
         states=tuple(states),
-        events_read=events_read,
-        replay_failures=tally.failures,
     )

@@ -19,6 +19,7 @@ from stateward.domain.model import ActionDef, Definition, StateDef
 from stateward.resolvers import reads
 from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
+from stateward.schema.types.analytics import WorkflowAnalytics
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
 
@@ -366,10 +367,24 @@ class Workflow(Node):
         return Connection.of(page, Instance.from_record)
 
     @strawberry.field(
-        description="Started/completed/cancelled counts, cycle time p50/p90, dwell and SLA "
-        "compliance per state, from the event log (all versions unless `thisVersion`)."
+        description="Throughput per day, cycle time, dwell and SLA compliance per state and "
+        'counts per status over `period` ("7d", "24h": back from now; the default "7d") or '
+        "`from`/`to` (both included), for all versions unless `thisVersion`."
     )
-    async def analytics(self, info: Info, this_version: bool = False) -> JSON:
-        return await reads.workflow_analytics(
-            info, self.path, self.version if this_version else None
+    async def analytics(
+        self,
+        info: Info,
+        period: str | None = None,
+        from_: Annotated[datetime | None, strawberry.argument(name="from")] = None,
+        to: datetime | None = None,
+        this_version: bool = False,
+    ) -> WorkflowAnalytics:
+        result = await reads.workflow_analytics(
+            info,
+            self.path,
+            self.version if this_version else None,
+            period=period,
+            from_=from_,
+            to=to,
         )
+        return WorkflowAnalytics.of(result)
