@@ -101,6 +101,15 @@ class Process(Base):
         Index("ix_processes_parent_id", "parent_id"),
         Index("ix_processes_workflow_status", "workflow", "status"),
         Index("ix_processes_namespace_status", "namespace", "status"),
+        # Searches (issue 16): keyset order by time, data conditions by jsonb containment.
+        Index("ix_processes_created_at_id", "created_at", "id"),
+        Index("ix_processes_updated_at_id", "updated_at", "id"),
+        Index(
+            "ix_processes_data",
+            "data",
+            postgresql_using="gin",
+            postgresql_ops={"data": "jsonb_path_ops"},
+        ).ddl_if(dialect="postgresql"),
     )
 
 

@@ -8,6 +8,12 @@ Cursors are opaque (base64 of a small JSON array of keyset values). Two ways to 
   cursor (keyset pagination in SQL); the extra row only says "there is more".
 - `page_of_list(items, first, after, key)`: a list already in memory (states, versions,
   an instance's assignments from a DataLoader) paged by the same cursor rules.
+- `Window` + `keyset_page`: searches that page both ways (`first/after`, `last/before`):
+  the runtime fetched `limit + 1` rows past the cursor in the listing's order, or in its
+  mirror image when paging backward; the cursor also names the ordering it belongs to.
+
+A page may carry `total`, an awaitable count that the connection's `totalCount` calls only
+when that field is selected.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
@@ -35,10 +42,27 @@ class Page(Generic[T]):
     cursors: list[str]
     has_next: bool
     has_previous: bool
+    total: Callable[[], Awaitable[int]] | None = None
 
     def map(self, fn: Callable[[T], U]) -> Page[U]:
         """The same page with `fn` applied to each item."""
-        return Page([fn(i) for i in self.items], self.cursors, self.has_next, self.has_previous)
+        return Page(
+            [fn(i) for i in self.items], self.cursors, self.has_next, self.has_previous,
+            self.total,
+        )  # fmt: skip
+
+    def counted(self, total: Callable[[], Awaitable[int]]) -> Page[T]:
+        """This page with `total` as its (lazy) count."""
+        return replace(self, total=total)
+
+
+def known_total(n: int) -> Callable[[], Awaitable[int]]:
+    """A lazy count whose value is already known."""
+
+    async def total() -> int:
+        return n
+
+    return total
 
 
 def page_of(
@@ -59,7 +83,69 @@ def page_of_list(
     if after is not None:
         mark = decode_cursor(after)
         start = next((n for n, i in enumerate(items) if list(key(i)) > mark), len(items))
-    return page_of(items[start : start + limit + 1], limit, key, has_previous=start > 0)
+    page = page_of(items[start : start + limit + 1], limit, key, has_previous=start > 0)
+    return page.counted(known_total(len(items)))
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which page of a two-way listing: `limit` rows past `cursor`, backward or not."""
+
+    limit: int
+    cursor: str | None = None
+    backward: bool = False
+
+    @classmethod
+    def of(
+        cls, first: int | None, after: str | None, last: int | None, before: str | None
+    ) -> Window:
+        """The window of Relay's `first/after` (forward) or `last/before` (backward)."""
+        if last is None and before is None:
+            return cls(page_size(first), after)
+        if first is not None or after is not None:
+            raise DomainError(
+                INVALID_INPUT, "page forward (first/after) or backward (last/before), not both",
+                pointer="/last" if last is not None else "/before",
+            )  # fmt: skip
+        if last is not None and (last < 0 or last > MAX_FIRST):
+            raise DomainError(
+                INVALID_INPUT, f"last must be between 0 and {MAX_FIRST}", pointer="/last"
+            )
+        return cls(DEFAULT_FIRST if last is None else last, before, backward=True)
+
+    def position(self, tag: str) -> tuple[Any, str] | None:
+        """The (sort value, id) of the cursor, which must belong to the ordering `tag`."""
+        if self.cursor is None:
+            return None
+        pointer = "/before" if self.backward else "/after"
+        values = decode_cursor(self.cursor, pointer)
+        if len(values) != 3 or values[0] != tag or not isinstance(values[2], str):
+            raise DomainError(
+                INVALID_INPUT, "invalid cursor (or one made for another orderBy)", pointer=pointer
+            )
+        return values[1], values[2]
+
+
+def keyset_page(
+    window: Window, rows: Sequence[T], positions: Sequence[tuple[Any, str]], tag: str
+) -> Page[T]:
+    """The page of `rows` (fetched with `window.limit + 1`, in the mirrored order when
+    paging backward) with cursors `[tag, sort value, id]`."""
+    n = window.limit
+    items, marks = list(rows[:n]), list(positions[:n])
+    more = len(rows) > n
+    if window.backward:
+        items.reverse()
+        marks.reverse()
+    cursors = [encode_cursor([tag, _plain(v), pid]) for v, pid in marks]
+    started = window.cursor is not None
+    if window.backward:
+        return Page(items, cursors, has_next=started, has_previous=more)
+    return Page(items, cursors, has_next=more, has_previous=started)
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def page_size(first: int | None) -> int:
@@ -79,12 +165,12 @@ def encode_cursor(values: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 
-def decode_cursor(cursor: str) -> list[Any]:
+def decode_cursor(cursor: str, pointer: str = "/after") -> list[Any]:
     """The keyset position of a cursor made by `encode_cursor`; INVALID_INPUT otherwise."""
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
     except (binascii.Error, ValueError, UnicodeError):
         value = None
     if not isinstance(value, list):
-        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer)
     return value

@@ -9,7 +9,6 @@ missing object (NOT_FOUND), so other tenants' ids cannot be probed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -22,11 +21,18 @@ from stateward.records import ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import VersionedDefinition, loaders
-from stateward.resolvers.paging import Page, decode_cursor, page_of, page_of_list, page_size
+from stateward.resolvers.paging import (
+    Page,
+    decode_cursor,
+    known_total,
+    page_of,
+    page_of_list,
+    page_size,
+)
 from stateward.runtime.access import registry
 from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import policy, queries, references
-from stateward.runtime.core.queries import InstanceQuery, RegistryFacts
+from stateward.runtime.core.queries import RegistryFacts
 from stateward.runtime.insight import analytics
 from stateward.runtime.insight.verify import VerificationReport
 
@@ -130,50 +136,13 @@ async def instance(info: Info, ident: str) -> ProcessRecord:
     return policy.readable_process(viewer(info), found)
 
 
-def _keyset(after: str | None) -> Any:
-    if after is None:
-        return None
-    values = decode_cursor(after)
-    try:
-        return datetime.fromisoformat(values[0]), str(values[1])
-    except (IndexError, TypeError, ValueError, DomainError) as error:
-        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from error
-
-
-async def instances(
-    info: Info, first: int | None, after: str | None, *, namespace: str | None = None,
-    workflow: str | None = None, state: str | None = None, status: str | None = None,
-    parent: str | None = None,
-) -> Page[ProcessRecord]:  # fmt: skip
-    """`Query.instances(filter)`: oldest first, only in namespaces the viewer may read."""
-    me = viewer(info)
-    scope = namespace or (_namespace_of_path(workflow) if workflow else None)
-    if scope is not None:
-        require_read(info, scope, "namespace")
-        allowed: list[str] | None = None
-    else:
-        rt_namespaces = await queries.instance_namespaces(runtime(info))
-        allowed = None if me.is_admin else me.readable(rt_namespaces)
-    limit = page_size(first)
-    query = InstanceQuery(namespace, workflow, state, status,
-                          local_id(parent, "Instance") if parent else None)  # fmt: skip
-    rows = await queries.list_instances(
-        runtime(info), query, namespaces=allowed, after=_keyset(after), limit=limit + 1
-    )
-    for row in rows:
-        loaders(info).prime_process(row)
-    return page_of(
-        rows, limit, key=lambda p: (p.created_at.isoformat(), p.id), has_previous=after is not None
-    )
-
-
 async def process_events(
     info: Info, process: str, first: int | None, after: str | None
 ) -> Page[StoredEvent]:
     """`Query.events(process)` / `Instance.events`: a process's log in seq order."""
     pid = local_id(process, "Instance")
     found = await loaders(info).process.load(pid)
-    policy.readable_process(viewer(info), found, kind=None)
+    record = policy.readable_process(viewer(info), found, kind=None)
     limit = page_size(first)
     after_seq = 0
     if after is not None:
@@ -182,7 +151,8 @@ async def process_events(
             raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
         after_seq = values[0]
     rows = await queries.process_events(runtime(info), pid, after_seq=after_seq, limit=limit + 1)
-    return page_of(rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0)
+    page = page_of(rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0)
+    return page.counted(known_total(record.seq))
 
 
 async def verify_process(info: Info, ident: str) -> VerificationReport:

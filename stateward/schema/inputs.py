@@ -1,19 +1,118 @@
-"""Input objects of the contract: instance and event filters, signed events."""
+"""Input objects of the contract: instance and event filters, orderings, signed events.
+
+Each input turns itself into the plain value the resolvers and the runtime take
+(`InstanceFilter.to_search()` -> `domain.search.InstanceSearch`), checked there with
+stable codes and pointers.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import strawberry
 
+from stateward.domain.search import INSTANCE_ORDERS, DataCondition, InstanceSearch, Ordering
+from stateward.schema.enums import DataOp, InstanceOrderField, InstanceStatus, SortDirection
 from stateward.schema.scalars import JSON
 
 
-@strawberry.input(description="Which instances to list (omitted = any).")
+@strawberry.input(description="One condition on instance data: `data.<path> <op> <value>`.")
+class DataFilter:
+    path: str = strawberry.field(
+        description="Dotted path of keys into the data, e.g. `customer.tier`."
+    )
+    op: DataOp = strawberry.field(description="How the value at the path is compared.")
+    value: JSON | None = strawberry.field(
+        default=None, description="What it is compared with (a list for IN)."
+    )
+
+    def to_condition(self, pointer: str) -> DataCondition:
+        """The checked condition (INVALID_INPUT under `pointer` otherwise)."""
+        return DataCondition.of(self.path, str(self.op.value), self.value, pointer)
+
+
+@strawberry.input(description="Which instances to list or act on (omitted fields = any).")
 class InstanceFilter:
-    workflow: str | None = None
-    namespace: str | None = None
-    state: str | None = None
-    status: str | None = None
-    parent: str | None = None
+    workflow: str | None = strawberry.field(
+        default=None, description="Workflow path (any version)."
+    )
+    namespace: str | None = strawberry.field(default=None, description="Exact namespace.")
+    state: str | None = strawberry.field(default=None, description="Current state key.")
+    status: list[InstanceStatus] | None = strawberry.field(
+        default=None, description="Any of these statuses."
+    )
+    parent: strawberry.ID | None = strawberry.field(
+        default=None, description="The parent instance (UUID or node id)."
+    )
+    assignee: str | None = strawberry.field(
+        default=None, description="Has an open assignment claimed by this actor."
+    )
+    team: str | None = strawberry.field(
+        default=None, description="Has an open assignment for this team."
+    )
+    created_after: datetime | None = strawberry.field(
+        default=None, description="Started strictly after this instant."
+    )
+    created_before: datetime | None = strawberry.field(
+        default=None, description="Started strictly before this instant."
+    )
+    updated_after: datetime | None = strawberry.field(
+        default=None, description="Last changed strictly after this instant."
+    )
+    updated_before: datetime | None = strawberry.field(
+        default=None, description="Last changed strictly before this instant."
+    )
+    sla_breached: bool | None = strawberry.field(
+        default=None, description="Its current state's SLA was breached (true) or not (false)."
+    )
+    stale: bool | None = strawberry.field(
+        default=None, description="Status STALE (true) or any other (false)."
+    )
+    data: list[DataFilter] | None = strawberry.field(
+        default=None, description="Conditions on the data, all of which must hold."
+    )
+
+    def to_search(self) -> InstanceSearch:
+        """The plain search value (checked: data paths, operators, values)."""
+        conditions = tuple(
+            d.to_condition(f"/filter/data/{n}") for n, d in enumerate(self.data or ())
+        )
+        return InstanceSearch(
+            workflow=self.workflow, namespace=self.namespace, state=self.state,
+            statuses=tuple(str(s.value) for s in self.status or ()),
+            parent=None if self.parent is None else str(self.parent),
+            assignee=self.assignee, team=self.team, created_after=self.created_after,
+            created_before=self.created_before, updated_after=self.updated_after,
+            updated_before=self.updated_before, sla_breached=self.sla_breached,
+            stale=self.stale, data=conditions,
+        )  # fmt: skip
+
+
+def search_of(filter: InstanceFilter | None) -> InstanceSearch:
+    """The search of an optional filter (none = every visible instance)."""
+    return InstanceSearch() if filter is None else filter.to_search()
+
+
+@strawberry.input(description="How instances are sorted.")
+class InstanceOrder:
+    field: InstanceOrderField = strawberry.field(description="The sort key.")
+    direction: SortDirection = strawberry.field(
+        default=SortDirection.ASC, description="Ascending (default) or descending."
+    )
+    path: str | None = strawberry.field(
+        default=None, description="Dotted data path, with `field: DATA` only."
+    )
+
+    def to_ordering(self) -> Ordering:
+        """The checked ordering."""
+        return Ordering.of(
+            str(self.field.value), str(self.direction.value), self.path, INSTANCE_ORDERS
+        )
+
+
+def ordering_of(order: InstanceOrder | None) -> Ordering:
+    """The ordering of an optional `orderBy` (default: oldest first)."""
+    return Ordering() if order is None else order.to_ordering()
 
 
 @strawberry.input(description="Which bus events to receive (omitted = any you may read).")

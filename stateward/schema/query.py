@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, log, nodes, packages, reads, webhooks
-from stateward.schema.inputs import InstanceFilter
+from stateward.resolvers import kernel, log, nodes, packages, reads, search, webhooks
+from stateward.resolvers.paging import Window
+from stateward.schema.inputs import InstanceFilter, InstanceOrder, ordering_of, search_of
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
@@ -80,16 +81,29 @@ class Query:
     async def instance(self, info: Info, id: str) -> Instance:
         return Instance.from_record(await reads.instance(info, id))
 
-    @strawberry.field(description="Instances, oldest first.")
+    @strawberry.field(
+        description="Instances the viewer may read that match `filter`, sorted by `orderBy` "
+        "(default: oldest first); page forward with `first/after` or backward with "
+        "`last/before`."
+    )
     async def instances(
-        self, info: Info, filter: InstanceFilter | None = None, first: int | None = None,
-        after: str | None = None,
+        self, info: Info,
+        filter: Annotated[InstanceFilter | None, strawberry.argument(
+            description="Which instances (omitted: all the viewer may read).")] = None,
+        order_by: Annotated[InstanceOrder | None, strawberry.argument(
+            description="Sort key and direction (default: CREATED ascending).")] = None,
+        first: Annotated[int | None, strawberry.argument(
+            description="Page size forward (default 20, at most 100).")] = None,
+        after: Annotated[str | None, strawberry.argument(
+            description="Cursor to page forward from.")] = None,
+        last: Annotated[int | None, strawberry.argument(
+            description="Page size backward (at most 100).")] = None,
+        before: Annotated[str | None, strawberry.argument(
+            description="Cursor to page backward from.")] = None,
     ) -> Connection[Instance]:  # fmt: skip
-        f = filter or InstanceFilter()
-        page = await reads.instances(
-            info, first, after, namespace=f.namespace, workflow=f.workflow, state=f.state,
-            status=f.status, parent=f.parent,
-        )  # fmt: skip
+        page = await search.instances(
+            info, search_of(filter), ordering_of(order_by), Window.of(first, after, last, before)
+        )
         return Connection.of(page, Instance.from_record)
 
     @strawberry.field(description="A team's review queue, oldest first.")

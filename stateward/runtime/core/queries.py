@@ -7,14 +7,12 @@ live in `registry.py`; this module only adds the listings the GraphQL API needs.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
+from typing import Any
 
-from stateward.persistence.processes import ProcessFilter
+from stateward.domain.search import InstanceSearch, Ordering
 from stateward.records import (
-    INSTANCE,
     AssignmentRecord,
     GrantRecord,
     ModuleRecord,
@@ -27,46 +25,54 @@ from stateward.records import (
 )
 from stateward.runtime.core.services import Runtime
 
-Keyset = tuple[datetime, str]
-
 
 @dataclass(frozen=True)
-class InstanceQuery:
-    """Which instances to list (None = any)."""
+class SearchPage:
+    """Rows of one page of a search, each with its keyset position (sort value, id)."""
 
-    namespace: str | None = None
-    workflow: str | None = None
-    state: str | None = None
-    status: str | None = None
-    parent: str | None = None
+    rows: list[ProcessRecord]
+    positions: list[tuple[Any, str]]
 
 
-async def list_instances(
+async def search_instances(
     runtime: Runtime,
-    query: InstanceQuery,
+    search: InstanceSearch,
     *,
     namespaces: Sequence[str] | None,
-    after: Keyset | None = None,
+    order: Ordering = Ordering(),
+    position: tuple[Any, str] | None = None,
+    backward: bool = False,
     limit: int = 50,
-) -> list[ProcessRecord]:
-    """Instances matching `query`, oldest first, keyset-paged after (created_at, id).
+) -> SearchPage:
+    """Instances matching `search` in `order`, keyset-paged after `position` (in the
+    mirrored order when `backward`; the rows then come back in that mirrored order).
 
-    `namespaces` limits the listing to those namespaces (None = every namespace); it is
-    one query per namespace, merged in order, so a viewer never sees another tenant's rows.
+    `namespaces` limits the search to those namespaces (None = every namespace, for
+    admins of `system`); one SQL statement, so a viewer never sees another tenant's rows.
     """
-    base = ProcessFilter(
-        namespace=query.namespace, workflow=query.workflow, state=query.state,
-        status=query.status, parent_id=query.parent, kind=INSTANCE,
-    )  # fmt: skip
     async with runtime.uow(readonly=True) as uow:
-        if namespaces is None:
-            return await uow.processes.find(base, after=after, limit=limit)
-        pages = [
-            await uow.processes.find(replace(base, namespace=ns), after=after, limit=limit)
-            for ns in namespaces
-        ]
-    merged = heapq.merge(*pages, key=lambda p: (p.created_at, p.id))
-    return list(merged)[:limit]
+        found = await uow.search.instances(
+            search, namespaces=namespaces, order=order, position=position,
+            backward=backward, limit=limit,
+        )  # fmt: skip
+    return SearchPage([r for r, _ in found], [(v, r.id) for r, v in found])
+
+
+async def count_instances(
+    runtime: Runtime, search: InstanceSearch, *, namespaces: Sequence[str] | None
+) -> int:
+    """How many instances match `search` within `namespaces` (None = every namespace)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.search.count_instances(search, namespaces=namespaces)
+
+
+async def matching_instance_ids(
+    runtime: Runtime, search: InstanceSearch, *, namespaces: Sequence[str] | None,
+    limit: int,
+) -> list[str]:  # fmt: skip
+    """Ids of up to `limit` instances matching `search`, oldest first (bulk operations)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.search.instance_ids(search, namespaces=namespaces, limit=limit)
 
 
 async def instance_namespaces(runtime: Runtime) -> list[str]:

@@ -8,7 +8,7 @@ plain `Page`s of records (`stateward.resolvers.paging`: limits, cursors, keyset 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import strawberry
@@ -62,6 +62,14 @@ class Connection(Generic[T]):
 
     edges: list[Edge[T]]
     page_info: PageInfo
+    _total: strawberry.Private[Callable[[], Awaitable[int]] | None] = None
+
+    @strawberry.field(
+        description="How many items the whole list holds (all pages); counted only when "
+        "selected. Null for the few lists that are not counted (the log's checkpoints)."
+    )
+    async def total_count(self) -> int | None:
+        return None if self._total is None else await self._total()
 
     @strawberry.field(description="The nodes of this page (shortcut for edges { node }).")
     def nodes(self) -> list[T]:
@@ -80,7 +88,7 @@ class Connection(Generic[T]):
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         )
-        return cls(edges=edges, page_info=info)  # type: ignore[arg-type]
+        return cls(edges=edges, page_info=info, _total=page.total)  # type: ignore[arg-type]
 
     @classmethod
     def from_page(

@@ -16,8 +16,11 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.domain.model import ActionDef, Definition, StateDef
-from stateward.resolvers import reads
+from stateward.domain.search import InstanceSearch, Ordering
+from stateward.resolvers import reads, search
 from stateward.resolvers.ids import to_global_id
+from stateward.resolvers.paging import Window
+from stateward.schema.enums import InstanceStatus
 from stateward.schema.scalars import JSON
 from stateward.schema.types.analytics import WorkflowAnalytics
 from stateward.schema.types.connection import Connection
@@ -357,13 +360,14 @@ class Workflow(Node):
     @strawberry.field(description="Instances of this path (any version), oldest first.")
     async def instances(
         self, info: Info, first: int | None = None, after: str | None = None,
-        status: str | None = None, state: str | None = None,
+        status: InstanceStatus | None = None, state: str | None = None,
     ) -> Connection[InstanceRef]:  # fmt: skip
         from stateward.schema.types.instance import Instance
 
-        page = await reads.instances(
-            info, first, after, workflow=self.path, status=status, state=state
+        wanted = InstanceSearch(
+            workflow=self.path, state=state, statuses=() if status is None else (str(status.value),)
         )
+        page = await search.instances(info, wanted, Ordering(), Window.of(first, after, None, None))
         return Connection.of(page, Instance.from_record)
 
     @strawberry.field(

@@ -1,0 +1,289 @@
+"""Instance search in SQL: filters, data conditions over JSON, keyset order, counts.
+
+One statement per page and one `count(*)` (only when a caller asks for it); Python never
+loops over all rows. Data conditions (`domain.search.DataCondition`) compile per dialect:
+
+- PostgreSQL (jsonb): `EQ`, `NE`, `IN` and `CONTAINS` become containment (`data @> ...`),
+  which the GIN index `ix_processes_data` (`jsonb_path_ops`) answers; `EXISTS` is a
+  jsonpath test (`data @? '$."a"."b"'`, also indexable); ranges compare the jsonb value
+  (numbers) or its text in the "C" collation (strings) after checking its JSON type.
+- SQLite (JSON1): `json_type` / `json_extract` / `json_each` at the same path, with the
+  same type rules, so both databases return the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    Select,
+    Table,
+    and_,
+    exists,
+    false,
+    func,
+    literal,
+    literal_column,
+    not_,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.dialects.postgresql import JSONB, JSONPATH
+from sqlalchemy.sql.elements import ColumnElement
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.search import DataCondition, InstanceSearch, Ordering
+from stateward.persistence.base import Repository
+from stateward.persistence.keyset import SortKey, after, order_by
+from stateward.persistence.models import Process
+from stateward.persistence.models_ops import Assignment
+from stateward.persistence.processes import process_record
+from stateward.records import INSTANCE, ProcessRecord
+
+P = cast(Table, Process.__table__)
+A = cast(Table, Assignment.__table__)
+OPEN_ASSIGNMENT = ("unassigned", "claimed")
+_RANGE_SQL = {"GT": "__gt__", "GTE": "__ge__", "LT": "__lt__", "LTE": "__le__"}
+
+
+def _nest(path: Sequence[str], value: Any) -> Any:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+class _Postgres:
+    """Data conditions on jsonb."""
+
+    def contains(self, doc: Any) -> ColumnElement[bool]:
+        return P.c.data.op("@>")(literal(doc, JSONB))  # type: ignore[no-any-return]
+
+    def value(self, path: Sequence[str]) -> ColumnElement[Any]:
+        return func.jsonb_extract_path(P.c.data, *path, type_=JSONB)
+
+    def sort_value(self, path: Sequence[str]) -> ColumnElement[Any]:
+        return func.nullif(self.value(path), literal_column("'null'::jsonb", JSONB), type_=JSONB)
+
+    def condition(self, c: DataCondition) -> ColumnElement[bool]:
+        if c.op == "EQ":
+            return self.contains(_nest(c.path, c.value))
+        if c.op == "NE":
+            return not_(self.contains(_nest(c.path, c.value)))
+        if c.op == "IN":
+            return or_(*(self.contains(_nest(c.path, v)) for v in c.value))
+        if c.op == "CONTAINS":
+            inner = c.value if isinstance(c.value, (list, dict)) else [c.value]
+            return self.contains(_nest(c.path, inner))
+        if c.op == "EXISTS":
+            jsonpath = "$" + "".join(f'."{k}"' for k in c.path)
+            found = P.c.data.op("@?")(literal(jsonpath, JSONPATH))
+            return found if c.value else not_(found)  # type: ignore[no-any-return]
+        method = _RANGE_SQL[c.op]
+        if isinstance(c.value, str):
+            text = func.jsonb_extract_path_text(P.c.data, *c.path).collate("C")
+            typed = func.jsonb_typeof(self.value(c.path)) == "string"
+            return and_(typed, getattr(text, method)(c.value))
+        typed = func.jsonb_typeof(self.value(c.path)) == "number"
+        return and_(typed, getattr(self.value(c.path), method)(literal(c.value, JSONB)))
+
+
+class _Sqlite:
+    """Data conditions with JSON1."""
+
+    @staticmethod
+    def _path(path: Sequence[str]) -> str:
+        return "$" + "".join(f'."{k}"' for k in path)
+
+    def value(self, path: Sequence[str]) -> ColumnElement[Any]:
+        return func.json_extract(P.c.data, self._path(path))
+
+    def sort_value(self, path: Sequence[str]) -> ColumnElement[Any]:
+        return self.value(path)
+
+    def kind(self, path: Sequence[str]) -> ColumnElement[Any]:
+        return func.json_type(P.c.data, self._path(path))
+
+    @staticmethod
+    def _scalar_is(kind: ColumnElement[Any], value: ColumnElement[Any], v: Any) -> Any:
+        if v is None:
+            return kind == "null"
+        if isinstance(v, bool):
+            return kind == ("true" if v else "false")
+        if isinstance(v, str):
+            return and_(kind == "text", value == v)
+        return and_(kind.in_(("integer", "real")), value == v)
+
+    def equal(self, path: Sequence[str], v: Any) -> ColumnElement[bool]:
+        return func.coalesce(self._scalar_is(self.kind(path), self.value(path), v), False) == 1
+
+    def has_element(self, path: Sequence[str], v: Any) -> ColumnElement[bool]:
+        each = func.json_each(P.c.data, self._path(path)).table_valued("value", "type")
+        return exists().select_from(each).where(self._scalar_is(each.c.type, each.c.value, v))
+
+    def condition(self, c: DataCondition) -> ColumnElement[bool]:
+        if c.op == "EQ":
+            return self.equal(c.path, c.value)
+        if c.op == "NE":
+            return not_(self.equal(c.path, c.value))
+        if c.op == "IN":
+            return or_(*(self.equal(c.path, v) for v in c.value))
+        if c.op == "CONTAINS":
+            if isinstance(c.value, dict):
+                return and_(true(), *(self.equal((*c.path, k), v) for k, v in c.value.items()))
+            wanted = c.value if isinstance(c.value, list) else [c.value]
+            is_array = self.kind(c.path) == "array"
+            return and_(is_array, *(self.has_element(c.path, v) for v in wanted))
+        if c.op == "EXISTS":
+            found = self.kind(c.path).is_not(None)
+            return found if c.value else not_(found)
+        method = _RANGE_SQL[c.op]
+        kind = self.kind(c.path)
+        typed = kind == "text" if isinstance(c.value, str) else kind.in_(("integer", "real"))
+        return and_(typed, getattr(self.value(c.path), method)(c.value))
+
+
+def _open_assignment(column: Any, value: str) -> ColumnElement[bool]:
+    return exists().where(
+        A.c.process_id == P.c.id, A.c.status.in_(OPEN_ASSIGNMENT), column == value
+    )
+
+
+class SearchRepository(Repository):
+    """Instance searches: one SELECT per page, one COUNT when asked."""
+
+    def _json(self) -> _Postgres | _Sqlite:
+        return _Postgres() if self.dialect == "postgresql" else _Sqlite()
+
+    def instance_where(
+        self, search: InstanceSearch, namespaces: Sequence[str] | None
+    ) -> list[ColumnElement[bool]]:
+        """The WHERE terms of `search`, limited to `namespaces` (None = every namespace)."""
+        s = search
+        where: list[ColumnElement[bool]] = [P.c.kind == INSTANCE]
+        if namespaces is not None:
+            where.append(P.c.namespace.in_(list(namespaces)) if namespaces else false())
+        for column, value in (
+            (P.c.namespace, s.namespace),
+            (P.c.workflow, s.workflow),
+            (P.c.state, s.state),
+            (P.c.parent_id, s.parent),
+        ):
+            if value is not None:
+                where.append(column == value)
+        if s.statuses:
+            where.append(P.c.status.in_(list(s.statuses)))
+        for column, bound, later in (
+            (P.c.created_at, s.created_after, True),
+            (P.c.created_at, s.created_before, False),
+            (P.c.updated_at, s.updated_after, True),
+            (P.c.updated_at, s.updated_before, False),
+        ):
+            if bound is not None:
+                where.append(column > bound if later else column < bound)
+        if s.sla_breached is not None:
+            breached = P.c.sla_breached_at.is_not(None)
+            where.append(breached if s.sla_breached else P.c.sla_breached_at.is_(None))
+        if s.stale is not None:
+            where.append(P.c.status == "stale" if s.stale else P.c.status != "stale")
+        if s.team is not None:
+            where.append(_open_assignment(A.c.team, s.team))
+        if s.assignee is not None:
+            where.append(_open_assignment(A.c.assignee, s.assignee))
+        json = self._json()
+        where.extend(json.condition(c) for c in s.data)
+        return where
+
+    def instance_keys(self, order: Ordering) -> list[SortKey]:
+        """The sort keys of `order`, the id last."""
+        desc = order.direction == "DESC"
+        columns = {
+            "CREATED": P.c.created_at,
+            "UPDATED": P.c.updated_at,
+            "STATE_ENTERED": P.c.state_entered_at,
+            "SLA_DUE": P.c.sla_due_at,
+        }
+        if order.field == "DATA":
+            first = SortKey(self._json().sort_value(order.path), desc, nullable=True)
+        else:
+            first = SortKey(columns[order.field], desc, nullable=order.field == "SLA_DUE")
+        return [first, SortKey(P.c.id, desc)]
+
+    def instance_statement(
+        self,
+        search: InstanceSearch,
+        *,
+        namespaces: Sequence[str] | None,
+        order: Ordering = Ordering(),
+        position: tuple[Any, str] | None = None,
+        backward: bool = False,
+        limit: int = 50,
+    ) -> Select[Any]:
+        """The SELECT of one page (see `instances`)."""
+        keys = self.instance_keys(order)
+        stmt = select(P, keys[0].expr.label("sort_value")).where(
+            *self.instance_where(search, namespaces)
+        )
+        if position is not None:
+            position = (sort_value_of(order, position[0]), position[1])
+            stmt = stmt.where(after(keys, position, backward))
+        return stmt.order_by(*order_by(keys, backward)).limit(limit)
+
+    def count_statement(
+        self, search: InstanceSearch, *, namespaces: Sequence[str] | None
+    ) -> Select[Any]:
+        """The COUNT of every match (see `count_instances`)."""
+        return select(func.count()).select_from(P).where(*self.instance_where(search, namespaces))
+
+    async def instances(
+        self,
+        search: InstanceSearch,
+        *,
+        namespaces: Sequence[str] | None,
+        order: Ordering = Ordering(),
+        position: tuple[Any, str] | None = None,
+        backward: bool = False,
+        limit: int = 50,
+    ) -> list[tuple[ProcessRecord, Any]]:
+        """Up to `limit` matches after `position` (in the mirrored order when `backward`),
+        each with its sort value (the first half of the next cursor)."""
+        stmt = self.instance_statement(
+            search, namespaces=namespaces, order=order, position=position,
+            backward=backward, limit=limit,
+        )  # fmt: skip
+        rows = await self.session.execute(stmt)
+        return [(process_record(r), r.sort_value) for r in rows]
+
+    async def count_instances(
+        self, search: InstanceSearch, *, namespaces: Sequence[str] | None
+    ) -> int:
+        """How many instances match `search` within `namespaces`."""
+        stmt = self.count_statement(search, namespaces=namespaces)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def instance_ids(
+        self, search: InstanceSearch, *, namespaces: Sequence[str] | None, limit: int
+    ) -> list[str]:
+        """Ids of up to `limit` matches, oldest first (bulk operations work on these)."""
+        stmt = (
+            select(P.c.id)
+            .where(*self.instance_where(search, namespaces))
+            .order_by(P.c.created_at, P.c.id)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars())
+
+
+def sort_value_of(order: Ordering, value: Any) -> Any:
+    """A cursor's sort value back in the type SQL compares (datetimes for time fields)."""
+    if order.field == "DATA" or value is None or isinstance(value, datetime):
+        return value
+    try:
+        found = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        found = None
+    if found is None or found.tzinfo is None:
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
+    return found

@@ -1,0 +1,71 @@
+"""Search resolvers (issue 16): instances by filter and order, paged both ways, counted.
+
+`visible_namespaces` is the one place that turns a search and a viewer into the
+namespaces SQL may look at; bulk operations over a filter use it too, so a filter never
+reaches further than a listing with the same filter would.
+"""
+
+from __future__ import annotations
+
+from strawberry.types import Info
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.paths import is_canonical_path, split_path
+from stateward.domain.search import InstanceSearch, Ordering
+from stateward.records import ProcessRecord
+from stateward.resolvers.context import require_read, runtime, viewer
+from stateward.resolvers.ids import local_id
+from stateward.resolvers.loaders import loaders
+from stateward.resolvers.paging import Page, Window, keyset_page
+from stateward.runtime.core import queries
+from stateward.runtime.core.policy import not_found
+
+
+def resolve_ids(search: InstanceSearch) -> InstanceSearch:
+    """`search` with its `parent` as a UUID (node ids are accepted too)."""
+    from dataclasses import replace
+
+    if search.parent is None:
+        return search
+    return replace(search, parent=local_id(search.parent, "Instance"))
+
+
+async def visible_namespaces(info: Info, search: InstanceSearch) -> list[str] | None:
+    """The namespaces `search` may look into for the viewer (None: every one, for admins
+    of `system`). A namespace or workflow the viewer may not read is NOT_FOUND."""
+    me = viewer(info)
+    scope = search.namespace
+    if search.workflow is not None:
+        if not is_canonical_path(search.workflow):
+            raise DomainError(INVALID_INPUT, f"{search.workflow!r} is not a canonical workflow "
+                              "path", pointer="/filter/workflow")  # fmt: skip
+        workflow_namespace = split_path(search.workflow)[0]
+        if scope is not None and scope != workflow_namespace:
+            raise not_found("namespace")
+        scope = workflow_namespace
+    if scope is not None:
+        require_read(info, scope, "namespace")
+        return [scope]
+    if me.is_admin:
+        return None
+    return me.readable(await queries.instance_namespaces(runtime(info)))
+
+
+async def instances(
+    info: Info, search: InstanceSearch, order: Ordering, window: Window
+) -> Page[ProcessRecord]:
+    """`Query.instances(filter, orderBy, first, after, last, before)`; `totalCount` lazily."""
+    search = resolve_ids(search)
+    allowed = await visible_namespaces(info, search)
+    rt = runtime(info)
+    found = await queries.search_instances(
+        rt, search, namespaces=allowed, order=order, position=window.position(order.tag),
+        backward=window.backward, limit=window.limit + 1,
+    )  # fmt: skip
+    for row in found.rows:
+        loaders(info).prime_process(row)
+
+    async def total() -> int:
+        return await queries.count_instances(rt, search, namespaces=allowed)
+
+    return keyset_page(window, found.rows, found.positions, order.tag).counted(total)
