@@ -9,6 +9,7 @@ missing object (NOT_FOUND), so other tenants' ids cannot be probed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
