@@ -336,3 +336,35 @@ class MessageDeliveryRecord:
     delivered_at: datetime | None = None
     claimed_by: str | None = None
     detail: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A bulk operation (issue 15)."""
+
+    id: str
+    kind: str
+    filter: Any
+    params: Any
+    status: str
+    total: int
+    succeeded: int
+    failed: int
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BatchItemRecord:
+    """One instance of a bulk operation and its outcome."""
+
+    batch_id: str
+    position: int
+    process_id: str
+    status: str
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    finished_at: datetime | None = None
+    code: str | None = None
+    message: str | None = None

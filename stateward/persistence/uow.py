@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from stateward.persistence.access import GrantRepository, KeyRepository, TokenRepository
 from stateward.persistence.analytics import VisitRepository
 from stateward.persistence.assignments import AssignmentRepository
+from stateward.persistence.batches import BatchRepository
 from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.errors import classify_integrity_error, is_transient
 from stateward.persistence.events import EventRepository
@@ -85,6 +86,7 @@ class UnitOfWork:
     assignments: AssignmentRepository
     schedules: ScheduleRepository
     messages: MessageRepository
+    batches: BatchRepository
     notifications: NotificationRepository
     webhooks: WebhookRepository
     outbox: OutboxRepository
@@ -139,6 +141,7 @@ class UnitOfWork:
         self.assignments = AssignmentRepository(session)
         self.schedules = ScheduleRepository(session)
         self.messages = MessageRepository(session)
+        self.batches = BatchRepository(session)
         self.notifications = NotificationRepository(session)
         self.webhooks = WebhookRepository(session)
         self.outbox = OutboxRepository(session, self.sequencer)

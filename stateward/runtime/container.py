@@ -166,6 +166,7 @@ class Services:
             if self.background:
                 self._stops.append(_start_automation(self._runtime, self.hooks))
                 self._stops.append(_start_delivery(self._runtime))
+                self._stops.append(_start_batches(self._runtime))
                 self._stops.append(_start_ticker(self._runtime))
                 self._stops.append(_start_checkpointer(self._runtime))
         except BaseException:
@@ -284,6 +285,16 @@ async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
         operator = read_key_file(key_file)
     result = await genesis.init(runtime, operator.public)
     return Bootstrap(created=result.created, operator_key_file=key_file, operator=operator.public)
+
+
+def _start_batches(runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    """Work on running bulk operations in the background (issue 15): a batch created on any
+    node, or left running by a node that stopped, is finished by whichever nodes are up."""
+    from stateward.runtime.batches.bulk import Worker
+
+    worker = Worker(runtime)
+    worker.start()
+    return worker.stop
 
 
 def _start_delivery(runtime: Runtime) -> Callable[[], Awaitable[None]]:

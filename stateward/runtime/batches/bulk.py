@@ -1,0 +1,365 @@
+"""Creating, processing and cancelling bulk operations (issue 15).
+
+`create` fixes the batch's membership (the instances its filter matches now, in the
+namespaces where the creator holds `admin` or `operator`) as `batch_items` rows. Any node
+then `process`es it: it claims a page of items (`FOR UPDATE SKIP LOCKED` on PostgreSQL, a
+lease so a dead node's claims come back), appends one event per instance through `act` —
+by `system`, signed by the node key, the batch's operator recorded on the batch — and
+records each outcome. Every item's envelope carries a nonce derived from (batch, instance):
+the `(actor, nonce)` uniqueness of the log means a second attempt (a retry after a crash,
+another node after a lease ran out) can never write a second event; it is answered
+`REPLAYED`, which counts as done. `Worker` runs `process` for every running batch on a
+node, so a batch resumes after a restart on whichever node is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from stateward.domain.access import ADMIN_ROLE
+from stateward.domain.errors import (
+    CONFLICT,
+    FORBIDDEN,
+    INVALID_INPUT,
+    NOT_FOUND,
+    REPLAYED,
+    UNAVAILABLE,
+    DomainError,
+)
+from stateward.domain.model import SYSTEM_ACTOR
+from stateward.governance.envelope import SignedEnvelope, build_envelope
+from stateward.governance.verification import sign_envelope
+from stateward.persistence.batches import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+)
+from stateward.records import BatchItemRecord, BatchRecord, ProcessRecord
+from stateward.runtime.core import queries
+from stateward.runtime.core.act import act
+from stateward.runtime.core.kernel import CANCEL
+from stateward.runtime.core.services import Runtime
+
+log = logging.getLogger(__name__)
+
+KINDS = ("cancel", "migrate", "retry", "action")
+#: Roles that may run a bulk operation in a namespace (the rule of every issue-15 operation).
+OPERATION_ROLES = frozenset({ADMIN_ROLE, "operator"})
+PAGE = 100
+#: A claim older than this is another node's that died: claimed again.
+LEASE_SECONDS = 60.0
+MAX_INSTANCES = 100_000
+#: Errors after which an item is tried again later (nothing was written).
+_TRANSIENT = frozenset({CONFLICT, UNAVAILABLE})
+
+#: kind -> builds (action name, input) for one instance (`migrate` is added by the
+#: composition of `runtime.operate`).
+Builder = Callable[[BatchRecord, ProcessRecord], tuple[str, dict[str, Any]]]
+
+
+def _cancel(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, Any]]:
+    reason = batch.params.get("reason")
+    return CANCEL, ({"reason": reason} if isinstance(reason, str) and reason else {})
+
+
+def _action(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, Any]]:
+    return str(batch.params["action"]), dict(batch.params.get("input") or {})
+
+
+BUILDERS: dict[str, Builder] = {"cancel": _cancel, "action": _action}
+
+
+@dataclass
+class Progress:
+    """What one `process` call did: items it finished, by outcome."""
+
+    succeeded: int = 0
+    failed: int = 0
+    released: int = 0
+    pages: int = 0
+    done: bool = False
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def nonce_of(batch_id: str, process_id: str) -> str:
+    """The nonce of a batch's event on one instance (the same on every attempt)."""
+    digest = hashlib.sha256(f"stateward:batch:{batch_id}:{process_id}".encode()).digest()
+    return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+
+
+def check_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The batch's parameters, checked (INVALID_INPUT with a pointer)."""
+    if kind not in KINDS:
+        raise DomainError(INVALID_INPUT, f"unknown batch kind {kind!r}", pointer="/kind")
+    if kind not in BUILDERS:
+        raise DomainError(INVALID_INPUT, f"bulk {kind} is not available on this node",
+                          pointer="/kind")  # fmt: skip
+    out = dict(params)
+    if kind == "action":
+        action = out.get("action")
+        if not isinstance(action, str) or not action or action.startswith("$"):
+            raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
+        if out.get("input") is not None and not isinstance(out.get("input"), Mapping):
+            raise DomainError(INVALID_INPUT, "input must be an object", pointer="/input")
+    if kind == "migrate":
+        version = out.get("toVersion")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise DomainError(INVALID_INPUT, "toVersion must be a version number",
+                              pointer="/toVersion")  # fmt: skip
+        if out.get("stateMap") is not None and not isinstance(out.get("stateMap"), Mapping):
+            raise DomainError(INVALID_INPUT, "stateMap must be an object", pointer="/stateMap")
+    return out
+
+
+async def operable_namespaces(runtime: Runtime, actor: str, scope: str | None) -> list[str] | None:
+    """The namespaces `actor` may run a bulk operation in: `[scope]` when one is named
+    (FORBIDDEN without the role there, NOT_FOUND without any role there), else every
+    namespace holding instances where it holds admin or operator (None: all of them, for
+    a system admin)."""
+    namespaces = await queries.instance_namespaces(runtime)
+    async with runtime.uow(readonly=True) as uow:
+        if scope is not None:
+            roles = {r.lower() for r in await uow.grants.roles_of(actor, scope)}
+            if not roles:
+                raise DomainError(NOT_FOUND, "namespace does not exist or is not visible to you")
+            if not roles & OPERATION_ROLES:
+                raise DomainError(
+                    FORBIDDEN,
+                    f"a bulk operation in {scope} needs the role admin or operator",
+                    details={"roles": sorted(OPERATION_ROLES)},
+                )
+            return [scope]
+        if ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}:
+            return None
+        found = []
+        for namespace in namespaces:
+            roles = {r.lower() for r in await uow.grants.roles_of(actor, namespace)}
+            if roles & OPERATION_ROLES:
+                found.append(namespace)
+    if not found:
+        raise DomainError(FORBIDDEN, "a bulk operation needs the role admin or operator",
+                          details={"roles": sorted(OPERATION_ROLES)})  # fmt: skip
+    return found
+
+
+async def create(
+    runtime: Runtime,
+    actor: str,
+    kind: str,
+    params: Mapping[str, Any],
+    process_ids: Sequence[str],
+    filter: Any = None,
+) -> BatchRecord:
+    """Record a batch over `process_ids` (already limited to what `actor` may operate);
+    the workers process it."""
+    checked = check_params(kind, params)
+    ids = list(dict.fromkeys(process_ids))
+    if len(ids) > MAX_INSTANCES:
+        raise DomainError(INVALID_INPUT, f"a batch holds at most {MAX_INSTANCES} instances; "
+                          "narrow the filter", pointer="/filter")  # fmt: skip
+    now = runtime.clock.now()
+    record = BatchRecord(
+        id=str(uuid.uuid4()), kind=kind, filter=filter if filter is not None else {},
+        params=checked, status=RUNNING if ids else COMPLETED, total=len(ids), succeeded=0,
+        failed=0, created_by=actor, created_at=now, finished_at=None if ids else now,
+    )  # fmt: skip
+    async with runtime.uow() as uow:
+        await uow.batches.add(record, ids)
+        await uow.commit()
+    return record
+
+
+async def get(runtime: Runtime, batch_id: str) -> BatchRecord | None:
+    """One batch."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.batches.get(batch_id)
+
+
+async def cancel(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
+    """Stop a running batch: items not done yet are `skipped` (what was applied stays).
+    Its creator or a system admin; another caller gets NOT_FOUND."""
+    async with runtime.uow() as uow:
+        batch = await uow.batches.get(batch_id)
+        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+        if batch is None or (batch.created_by != actor and not admin):
+            raise DomainError(NOT_FOUND, "batch operation does not exist or is not visible to you")
+        if batch.status != RUNNING:
+            raise DomainError(CONFLICT, f"the batch is {batch.status}")
+        now = runtime.clock.now()
+        await uow.batches.set_status(batch_id, CANCELLED, now)
+        await uow.batches.skip_open(batch_id, now)
+        await uow.commit()
+    await _count(runtime, batch_id)
+    found = await get(runtime, batch_id)
+    assert found is not None
+    return found
+
+
+def _signed(runtime: Runtime, batch: BatchRecord, process: ProcessRecord) -> SignedEnvelope:
+    name, input = BUILDERS[batch.kind](batch, process)
+    envelope = build_envelope(
+        runtime.net, process.id, name, process.workflow, input, SYSTEM_ACTOR,
+        runtime.clock.now(), nonce_of(batch.id, process.id),
+    )  # fmt: skip
+    return sign_envelope(envelope, runtime.node_key)
+
+
+async def _apply(
+    runtime: Runtime, batch: BatchRecord, item: BatchItemRecord
+) -> tuple[str, str | None, str | None]:
+    """(status, code, message) of one item's event."""
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.get(item.process_id)
+    if process is None:
+        return FAILED, NOT_FOUND, "the instance does not exist"
+    try:
+        await act(runtime, _signed(runtime, batch, process), attested=True)
+    except DomainError as error:
+        if error.code == REPLAYED:  # an earlier attempt of this batch wrote it
+            return SUCCEEDED, None, None
+        if error.code in _TRANSIENT:
+            return PENDING, error.code, error.message[:2000]
+        return FAILED, error.code, error.message[:2000]
+    return SUCCEEDED, None, None
+
+
+async def process(
+    runtime: Runtime,
+    batch_id: str,
+    *,
+    page: int = PAGE,
+    lease: float = LEASE_SECONDS,
+    pages: int | None = None,
+) -> Progress:
+    """Work on one batch until no item is left to claim (or `pages` pages); marks it
+    completed when every item is done. Safe on several nodes at once."""
+    node = runtime.node_public
+    progress = Progress()
+    while pages is None or progress.pages < pages:
+        now = runtime.clock.now()
+        async with runtime.uow() as uow:
+            batch = await uow.batches.get(batch_id)
+            if batch is None or batch.status != RUNNING:
+                progress.done = True
+                return progress
+            items = await uow.batches.claim(
+                batch_id, page, node, now, now - timedelta(seconds=lease)
+            )
+            await uow.commit()
+        if not items:
+            break
+        progress.pages += 1
+        for item in items:
+            status, code, message = await _apply(runtime, batch, item)
+            async with runtime.uow() as uow:
+                if status == PENDING:  # transient: give it back
+                    won = await uow.batches.release(item, node)
+                    progress.released += int(won)
+                else:
+                    won = await uow.batches.finish_item(
+                        item, status, runtime.clock.now(), node, code, message
+                    )
+                    if won and status == SUCCEEDED:
+                        progress.succeeded += 1
+                    elif won:
+                        progress.failed += 1
+                        progress.errors.append((item.process_id, str(code)))
+                await uow.commit()
+        await _count(runtime, batch_id)
+    progress.done = await _finish(runtime, batch_id)
+    return progress
+
+
+async def _count(runtime: Runtime, batch_id: str) -> dict[str, int]:
+    async with runtime.uow() as uow:
+        counts = await uow.batches.counts(batch_id)
+        await uow.batches.update(
+            batch_id, succeeded=counts.get(SUCCEEDED, 0), failed=counts.get(FAILED, 0)
+        )
+        await uow.commit()
+    return counts
+
+
+async def _finish(runtime: Runtime, batch_id: str) -> bool:
+    """Completed when no item is pending or claimed; True when the batch is over."""
+    counts = await _count(runtime, batch_id)
+    if counts.get(PENDING, 0) or counts.get("claimed", 0):
+        return False
+    async with runtime.uow() as uow:
+        await uow.batches.set_status(batch_id, COMPLETED, runtime.clock.now())
+        await uow.commit()
+    return True
+
+
+async def process_running(runtime: Runtime, **kw: Any) -> int:
+    """`process` every running batch once (a worker's round); how many items it finished."""
+    async with runtime.uow(readonly=True) as uow:
+        ids = await uow.batches.running()
+    done = 0
+    for batch_id in ids:
+        progress = await process(runtime, batch_id, **kw)
+        done += progress.succeeded + progress.failed
+    return done
+
+
+class Worker:
+    """A node's background loop over running batches (started by the container)."""
+
+    def __init__(self, runtime: Runtime, interval: float = 0.5) -> None:
+        self.runtime = runtime
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the loop (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="batch-worker")
+
+    async def stop(self) -> None:
+        """Stop the loop; claims it held are taken again after their lease."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await process_running(self.runtime)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failing round must not stop the loop
+                log.exception("batch worker round failed")
+            await asyncio.sleep(self.interval)
+
+
+OnChange = Callable[[BatchRecord], Awaitable[None]]
+
+
+async def wait(
+    runtime: Runtime, batch_id: str, on_change: OnChange | None = None, *, interval: float = 0.5
+) -> BatchRecord:
+    """Poll a batch until it is over (calling `on_change` when its counts move)."""
+    seen: tuple[Any, ...] = ()
+    while True:
+        batch = await get(runtime, batch_id)
+        if batch is None:
+            raise DomainError(NOT_FOUND, "batch operation does not exist")
+        now = (batch.status, batch.succeeded, batch.failed)
+        if now != seen and on_change is not None:
+            await on_change(batch)
+        seen = now
+        if batch.status != RUNNING:
+            return batch
+        await asyncio.sleep(interval)
