@@ -332,3 +332,34 @@ def test_worker_and_runner_share_the_same_failure_codes():
     for code in ("HOOK_TIMEOUT", "HOOK_FAILED", "HOOK_BAD_RESULT", "HOOK_MEMORY", "HOOK_NOT_FOUND"):
         assert getattr(hook_worker, code) == getattr(hook_module, code) == code
     assert hook_worker.INVALID_MODULE == hook_module.INVALID_MODULE
+
+
+CPU_BOUND = """
+def arithmetic(ctx):
+    t = 0
+    for i in range(2000000000):
+        t = (t + i * 7) % 1000003
+    return {"t": t}
+
+def formatting(ctx):
+    n = 0
+    for i in range(2000000000):
+        n = n + len(str(i))
+    return {"n": n}
+
+def nested(ctx):
+    n = 0
+    for i in range(100000):
+        for j in range(100000):
+            n = n + 1
+    return {"n": n}
+"""
+
+
+@pytest.mark.parametrize("function", ["arithmetic", "formatting", "nested"])
+async def test_a_cpu_bound_hook_reports_hook_timeout_not_hook_memory(runner, function):
+    """Issue 14: loops that compute on small ints and strings hit the time limit. (Floats
+    and ints beyond 32 bits are heap values that Starlark frees only after the call, so a
+    fast loop on them can reach the memory limit first: docs/decisions.md.)"""
+    result = await runner.run(module(CPU_BOUND, "cpu"), function, CTX, timeout_ms=1000)
+    assert result.error_code == "HOOK_TIMEOUT", result
