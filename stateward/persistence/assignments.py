@@ -7,7 +7,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, insert, select, update
+from sqlalchemy import Select, Table, func, insert, select, update
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models_ops import Assignment
@@ -101,6 +101,12 @@ class AssignmentRepository(Repository):
         stmt = select(A).order_by(A.c.created_at, A.c.id).limit(limit)
         stmt = queue_filters(stmt, team=team, assignee=assignee, status=status, after=after)
         return [_record(r) for r in await self.session.execute(stmt)]
+
+    async def count_queue(self, *, assignee: str, status: str | None = None) -> int:
+        """How many rows `queue(assignee=..., status=...)` lists over all its pages."""
+        stmt = select(func.count()).select_from(A)
+        stmt = queue_filters(stmt, team=None, assignee=assignee, status=status, after=None)
+        return int((await self.session.execute(stmt)).scalar_one())
 
     async def _change(self, where: list[Any], values: dict[str, Any]) -> bool:
         result = await self.session.execute(update(A).where(*where).values(**values))

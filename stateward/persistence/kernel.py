@@ -25,6 +25,7 @@ from sqlalchemy import (
     bindparam,
     column,
     false,
+    func,
     or_,
     select,
     text,
@@ -254,6 +255,19 @@ class KernelRepository(Repository):
         stmt = queue_filters(stmt, team=team, assignee=assignee, status=status, after=after)
         return [to_record(AssignmentRecord, r) for r in await self.session.execute(stmt)]
 
+    async def count_assignment_queue(
+        self, *, namespaces: Sequence[str], team: str | None = None, status: str | None = None
+    ) -> int:
+        """How many rows `assignment_queue` lists over all its pages."""
+        stmt = (
+            select(func.count())
+            .select_from(A)
+            .join(P, P.c.id == A.c.process_id)
+            .where(namespace_scope(P.c.namespace, namespaces))
+        )
+        stmt = queue_filters(stmt, team=team, assignee=None, status=status, after=None)
+        return int((await self.session.execute(stmt)).scalar_one())
+
     async def deliveries(
         self, namespace: str | None = None, *, limit: int = 100, status: str | None = None,
         before_id: int | None = None,
@@ -276,6 +290,7 @@ class KernelRepository(Repository):
         *,
         before_id: int | None = None,
         limit: int = 50,
+        unread_only: bool = False,
     ) -> list[NotificationRecord]:
         """The notifications of `actor` and of its teams, newest first.
 
@@ -283,6 +298,16 @@ class KernelRepository(Repository):
         when it concerns that namespace or one below it (`system` grants cover all); the
         actor's own ones only where it holds some role (the read rule).
         """
+        stmt = select(N).where(*self._notification_scope(actor, teams, unread_only))
+        stmt = stmt.order_by(N.c.id.desc()).limit(limit)
+        if before_id is not None:
+            stmt = stmt.where(N.c.id < before_id)
+        return [to_record(NotificationRecord, r) for r in await self.session.execute(stmt)]
+
+    @staticmethod
+    def _notification_scope(
+        actor: str, teams: Sequence[tuple[str, str]], unread_only: bool
+    ) -> list[Any]:
         readable = sorted({namespace for namespace, _ in teams})
         mine = [and_(N.c.recipient == actor, namespace_scope(N.c.namespace, readable))]
         for namespace, role in teams:
@@ -292,7 +317,27 @@ class KernelRepository(Repository):
                     namespace_scope(N.c.namespace, [namespace]),
                 )
             )
-        stmt = select(N).where(or_(*mine)).order_by(N.c.id.desc()).limit(limit)
-        if before_id is not None:
-            stmt = stmt.where(N.c.id < before_id)
-        return [to_record(NotificationRecord, r) for r in await self.session.execute(stmt)]
+        where = [or_(*mine)]
+        if unread_only:
+            where.append(N.c.read_at.is_(None))
+        return where
+
+    async def count_notifications(
+        self, actor: str, teams: Sequence[tuple[str, str]], *, unread_only: bool = False
+    ) -> int:
+        """How many notifications `notifications_for` would list (all pages)."""
+        stmt = select(func.count()).select_from(N)
+        stmt = stmt.where(*self._notification_scope(actor, teams, unread_only))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def mark_notifications_read(
+        self, ids: Sequence[int], actor: str, teams: Sequence[tuple[str, str]], now: datetime
+    ) -> list[int]:
+        """Mark those of `ids` that are the actor's (or its teams') and unread as read;
+        the ids marked."""
+        where = [N.c.id.in_(list(ids)), *self._notification_scope(actor, teams, True)]
+        found = await self.session.execute(select(N.c.id).where(*where))
+        marked = sorted(found.scalars())
+        if marked:
+            await self.session.execute(update(N).where(N.c.id.in_(marked)).values(read_at=now))
+        return marked

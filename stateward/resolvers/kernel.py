@@ -37,8 +37,13 @@ async def team_queue(
     """`Query.assignments(team, status)`: a team's queue in the viewer's namespaces."""
     fn = _service("queues.assignments", "list_assignments")
     limit = page_size(first)
-    rows = await fn(runtime(info), viewer(info), team, status, limit, after)
-    return _page(rows, limit, after)
+    rt, me = runtime(info), viewer(info)
+    rows = await fn(rt, me, team, status, limit, after)
+
+    async def total() -> int:
+        return int(await _service("queues.assignments", "count_assignments")(rt, me, team, status))
+
+    return _page(rows, limit, after).counted(total)
 
 
 async def my_queue(
@@ -47,8 +52,13 @@ async def my_queue(
     """`Query.myAssignments`: assignments the viewer claimed (any status unless given)."""
     fn = _service("queues.assignments", "my_assignments")
     limit = page_size(first)
-    rows = await fn(runtime(info), viewer(info), status, limit, after)
-    return _page(rows, limit, after)
+    rt, me = runtime(info), viewer(info)
+    rows = await fn(rt, me, status, limit, after)
+
+    async def total() -> int:
+        return int(await _service("queues.assignments", "count_my_assignments")(rt, me, status))
+
+    return _page(rows, limit, after).counted(total)
 
 
 def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Page[AssignmentRecord]:
@@ -69,10 +79,33 @@ async def notifications(
             raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
         before = values[0]
     limit = page_size(first)
-    rows = await fn(runtime(info), viewer(info), min(limit + 1, MAX_FIRST), before)
-    if unread_only:
-        rows = [n for n in rows if n.read_at is None]
-    return page_of(rows, limit, key=lambda n: (n.id,), has_previous=after is not None)
+    rt, me = runtime(info), viewer(info)
+    rows = await fn(rt, me, min(limit + 1, MAX_FIRST), before, unread_only)
+    page = page_of(rows, limit, key=lambda n: (n.id,), has_previous=after is not None)
+
+    async def total() -> int:
+        count = _service("sweeps.notifications", "count_notifications")
+        return int(await count(rt, me, unread_only))
+
+    return page.counted(total)
+
+
+async def unread_count(info: Info) -> int:
+    """`Query.unreadCount`: the viewer's unread notifications (its teams' included)."""
+    count = _service("sweeps.notifications", "count_notifications")
+    return int(await count(runtime(info), viewer(info), True))
+
+
+async def mark_notifications_read(info: Info, idents: list[str]) -> list[int]:
+    """`markNotificationsRead(ids)`: node ids or raw row ids; the ids marked."""
+    ids: list[int] = []
+    for n, ident in enumerate(idents):
+        local = local_id(str(ident), "Notification")
+        if not local.isdigit() or len(local) > 18:
+            raise DomainError(INVALID_INPUT, "not a notification id", pointer=f"/ids/{n}")
+        ids.append(int(local))
+    fn = _service("sweeps.notifications", "mark_notifications_read")
+    return list(await fn(runtime(info), viewer(info), ids))
 
 
 async def claim(info: Info, ident: str) -> AssignmentRecord:
@@ -88,14 +121,17 @@ async def unclaim(info: Info, ident: str) -> AssignmentRecord:
 
 
 async def complete(
-    info: Info, ident: str, review_data: Any, action: str | None
+    info: Info, ident: str, review_data: Any, action: str | None, input: Any = None
 ) -> AssignmentRecord:
-    """`completeAssignment(id, reviewData, action)`: review + action in one event."""
+    """`completeAssignment(id, reviewData, action, input)`: review + action in one event."""
     fn = _service("queues.assignments", "complete_assignment")
     data = dict(review_data) if isinstance(review_data, Mapping) else review_data
+    if input is not None and not isinstance(input, Mapping):
+        raise DomainError(INVALID_INPUT, "input must be an object", pointer="/input")
     result = await fn(
-        runtime(info), viewer(info).actor, local_id(ident, "Assignment"), data, action
-    )
+        runtime(info), viewer(info).actor, local_id(ident, "Assignment"), data, action,
+        None if input is None else dict(input),
+    )  # fmt: skip
     return _assignment(result)
 
 

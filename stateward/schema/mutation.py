@@ -5,6 +5,8 @@ Each field calls one resolver and wraps what it returns into the field's type.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import strawberry
 from strawberry.types import Info
 
@@ -185,11 +187,29 @@ class Mutation:
     async def unclaim_assignment(self, info: Info, id: str) -> Assignment:
         return Assignment.from_record(await kernel.unclaim(info, id))
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Complete the viewer's claimed assignment: record `reviewData` and perform "
+        "`action` (advance when omitted) with `input`, as `performAction` takes it, in one "
+        "event. The action's input gets `reviewData` unless `input` sets it."
+    )
     async def complete_assignment(
-        self, info: Info, id: str, review_data: JSON | None = None, action: str | None = None
-    ) -> Assignment:
-        return Assignment.from_record(await kernel.complete(info, id, review_data, action))
+        self, info: Info, id: str, review_data: JSON | None = None, action: str | None = None,
+        input: JSON | None = None,
+    ) -> Assignment:  # fmt: skip
+        done = await kernel.complete(info, id, review_data, action, input)
+        return Assignment.from_record(done)
+
+    @strawberry.mutation(
+        description="Mark notifications read (node ids or row ids): only the viewer's and its "
+        "teams' unread ones change; returns how many did. A team notification is read for "
+        "the whole team."
+    )
+    async def mark_notifications_read(
+        self, info: Info,
+        ids: Annotated[list[strawberry.ID], strawberry.argument(
+            description="The notifications (at most 100).")],
+    ) -> int:  # fmt: skip
+        return len(await kernel.mark_notifications_read(info, [str(i) for i in ids]))
 
     @strawberry.mutation
     async def cancel_assignment(self, info: Info, id: str) -> Assignment:

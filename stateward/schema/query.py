@@ -137,6 +137,11 @@ class Query:
         page = await kernel.notifications(info, first, after, unread_only)
         return Connection.of(page, Notification.from_record)
 
+    @strawberry.field(description="How many of the viewer's and its teams' notifications "
+                      "are unread.")  # fmt: skip
+    async def unread_count(self, info: Info) -> int:
+        return await kernel.unread_count(info)
+
     @strawberry.field(description="A namespace's webhook deliveries, newest first (admins).")
     async def webhook_deliveries(
         self, info: Info, namespace: str, status: str | None = None, first: int | None = None,

@@ -264,6 +264,10 @@ EXPECTED: dict[str, Case] = {
                           "--/-- --/-- ok/-- --/ok --/-- UA/UA UA/UA",
                           lambda d, m, o: f": {m.tenant(o).extra['notification']}"
                           in text_of(d)),
+    "unreadCount": Case(q("{unreadCount}"), SIGNED_IN),
+    "markNotificationsRead": Case(q("mutation($i:[ID!]!){markNotificationsRead(ids:$i)}",
+                                    lambda m, o: {"i": [m.tenant(o).extra["notification"]]}),
+                                  SIGNED_IN),
     "webhookDeliveries": Case(q("query($n:String!){webhookDeliveries(namespace:$n){edges{"
                                 "cursor}}}", lambda m, o: {"n": ns(m, o)}),
                               "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),

@@ -47,8 +47,13 @@ async def test_an_analyst_claims_from_the_team_queue_and_a_second_claim_loses(ap
     assert claimed == {"status": "claimed", "assignee": ann_key.public}
     lost = await api.gql(claim, {"i": ident}, token=bob)
     assert lost["errors"][0]["extensions"]["code"] == "ALREADY_CLAIMED"
-    mine = await api.ok("{myAssignments{edges{node{assignmentId status}}}}", token=ann)
+    mine = await api.ok("{myAssignments{totalCount edges{node{assignmentId status}}}}", token=ann)
     assert [e["node"]["status"] for e in mine["myAssignments"]["edges"]] == ["claimed"]
+    assert mine["myAssignments"]["totalCount"] == 1
+    counted = '{assignments(team:"analyst"){totalCount} open:assignments(team:"analyst",'
+    counted += 'status:"unassigned"){totalCount}}'
+    assert await api.ok(counted, token=bob) == {"assignments": {"totalCount": 1},
+                                                "open": {"totalCount": 0}}  # fmt: skip
 
 
 async def test_completing_an_assignment_records_the_review_and_performs_the_action(
@@ -69,6 +74,22 @@ async def test_completing_an_assignment_records_the_review_and_performs_the_acti
     assert result["instance"] == {"status": "completed", "state": {"key": "approved"}}
     inst = await api.ok("query($i:String!){instance(id:$i){terminal}}", {"i": pid}, token=boss)
     assert inst["instance"]["terminal"] is True
+
+
+async def test_completing_an_assignment_passes_the_actions_input(api: Api) -> None:
+    pid = await _in_review(api)
+    _, boss = await api.user("acme", "analyst", "manager")
+    queue = (await api.ok(QUEUE, {"t": "analyst"}, token=boss))["assignments"]["edges"]
+    ident = queue[0]["node"]["id"]
+    await api.ok("mutation($i:String!){claimAssignment(id:$i){status}}", {"i": ident}, token=boss)
+    complete = """mutation($i:String!,$in:JSON){completeAssignment(id:$i,reviewData:{ok:1},
+      action:"note",input:$in){status}}"""
+    bad = await api.gql(complete, {"i": ident, "in": [1]}, token=boss)
+    assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
+    done = await api.ok(complete, {"i": ident, "in": {"text": "looks fine"}}, token=boss)
+    assert done["completeAssignment"]["status"] == "completed"
+    inst = await api.ok("query($i:String!){instance(id:$i){data}}", {"i": pid}, token=boss)
+    assert inst["instance"]["data"]["notes"] == ["looks fine"]
 
 
 async def test_a_visitor_starts_and_advances_a_public_workflow(api: Api) -> None:

@@ -151,6 +151,22 @@ async def test_a_breach_notification_is_queryable_by_the_team(api: Api) -> None:
          "readAt": None}
     ]  # fmt: skip
     assert (await api.ok(query, token=clerk))["notifications"]["edges"] == []
+    # Read marks: only the addressee's (or its team's) unread ones change.
+    ident = (await api.ok("{notifications{nodes{id}}}", token=analyst))["notifications"]
+    mark = "mutation($i:[ID!]!){markNotificationsRead(ids:$i)}"
+    ids = {"i": [ident["nodes"][0]["id"]]}
+    assert (await api.ok("{unreadCount}", token=analyst)) == {"unreadCount": 1}
+    assert (await api.ok(mark, ids, token=clerk)) == {"markNotificationsRead": 0}
+    assert (await api.ok(mark, ids, token=analyst)) == {"markNotificationsRead": 1}
+    assert (await api.ok(mark, ids, token=analyst)) == {"markNotificationsRead": 0}
+    assert (await api.ok("{unreadCount}", token=analyst)) == {"unreadCount": 0}
+    counted = "{notifications(unreadOnly:true){totalCount nodes{id}}}"
+    assert (await api.ok(counted, token=analyst))["notifications"] == {
+        "totalCount": 0, "nodes": []}  # fmt: skip
+    assert (await api.ok("{notifications{totalCount}}", token=analyst))["notifications"] == {
+        "totalCount": 1}  # fmt: skip
+    bad = await api.gql('mutation{markNotificationsRead(ids:["x"])}', token=analyst)
+    assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
 
 
 async def test_public_calls_beyond_the_per_ip_limit_are_rate_limited(db_url: str) -> None:

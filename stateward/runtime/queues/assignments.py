@@ -273,6 +273,28 @@ async def my_assignments(
         )
 
 
+async def count_assignments(
+    runtime: Runtime, viewer: Any, team: str | None = None, status: str | None = None
+) -> int:
+    """How many assignments `list_assignments` lists over all its pages."""
+    _page(None, status)
+    who = actor_id(viewer)
+    async with runtime.uow(readonly=True) as uow:
+        grants = await uow.grants.of_actor(who)
+        wanted = {ADMIN_ROLE} | ({team.lower()} if team else set())
+        scopes = sorted({g.namespace for g in grants if g.role.lower() in wanted})
+        return await kernel_repo(uow).count_assignment_queue(
+            namespaces=scopes, team=team, status=status
+        )
+
+
+async def count_my_assignments(runtime: Runtime, actor: Any, status: str | None = None) -> int:
+    """How many assignments `my_assignments` lists over all its pages."""
+    _page(None, status)
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.assignments.count_queue(assignee=actor_id(actor), status=status)
+
+
 # --- revocation ---------------------------------------------------------------------------
 
 #: How many claims of one member a revocation releases in one pass.

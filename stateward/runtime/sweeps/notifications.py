@@ -47,8 +47,9 @@ async def notify(
 
 
 async def list_notifications(
-    runtime: Runtime, viewer: Any, first: int = 50, before: int | None = None
-) -> list[NotificationRecord]:
+    runtime: Runtime, viewer: Any, first: int = 50, before: int | None = None,
+    unread_only: bool = False,
+) -> list[NotificationRecord]:  # fmt: skip
     """The viewer's notifications and its teams', newest first (`before`: an id to page
     below)."""
     if first < 0 or first > MAX_FIRST:
@@ -56,6 +57,39 @@ async def list_notifications(
                           pointer="/first")  # fmt: skip
     who = actor_id(viewer)
     async with runtime.uow(readonly=True) as uow:
-        grants = await uow.grants.of_actor(who)
-        teams = sorted({(g.namespace, g.role.lower()) for g in grants})
-        return await kernel_repo(uow).notifications_for(who, teams, before_id=before, limit=first)
+        teams = await _teams(uow, who)
+        return await kernel_repo(uow).notifications_for(
+            who, teams, before_id=before, limit=first, unread_only=unread_only
+        )
+
+
+async def _teams(uow: UnitOfWork, who: str) -> list[tuple[str, str]]:
+    grants = await uow.grants.of_actor(who)
+    return sorted({(g.namespace, g.role.lower()) for g in grants})
+
+
+async def count_notifications(runtime: Runtime, viewer: Any, unread_only: bool = False) -> int:
+    """How many notifications the viewer's list holds (`unreadCount` with `unread_only`)."""
+    who = actor_id(viewer)
+    async with runtime.uow(readonly=True) as uow:
+        teams = await _teams(uow, who)
+        return await kernel_repo(uow).count_notifications(who, teams, unread_only=unread_only)
+
+
+MAX_MARK = 100
+
+
+async def mark_notifications_read(runtime: Runtime, viewer: Any, ids: list[int]) -> list[int]:
+    """Mark the viewer's (and its teams') unread notifications among `ids` read; the ids
+    marked. Others' ids, unknown ids and ones already read are skipped alike. A read
+    mark is the reader's bookkeeping, not a change of any process: no event is logged."""
+    if len(ids) > MAX_MARK:
+        raise DomainError(INVALID_INPUT, f"at most {MAX_MARK} ids at once", pointer="/ids")
+    who = actor_id(viewer)
+    async with runtime.uow() as uow:
+        teams = await _teams(uow, who)
+        marked = await kernel_repo(uow).mark_notifications_read(
+            ids, who, teams, runtime.clock.now()
+        )
+        await uow.commit()
+    return marked
