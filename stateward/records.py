@@ -46,6 +46,7 @@ class ProcessRecord:
     sla_breached_at: datetime | None = None
     automation_chain: int = 0
     automation_at: datetime | None = None
+    instance_metadata: dict[str, Any] | None = None
 
     def snapshot(self, claimed_by: str | None = None) -> ProcessSnapshot:
         """The engine's view of this process (`claimed_by`: assignee of the open claim)."""

@@ -97,6 +97,8 @@ def _apply(
     if name == START:
         if process is not None:
             raise DomainError(CONFLICT, f"process {process.id} already exists")
+        if not isinstance(payload.get("metadata", {}), Mapping):
+            raise DomainError(INVALID_INPUT, "metadata must be an object", pointer="/metadata")
         return start(
             definition,
             process_id=event.process_id,

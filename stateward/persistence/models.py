@@ -74,6 +74,9 @@ class Process(Base):
     #: When the automation of the current `system` state was last started (its entry, or
     #: a recovery sweep's claim); NULL when the current state awaits no hook.
     automation_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: The `metadata` object of `$start` (seed §3b): read by hooks, surfaces and the API,
+    #: never by routing; NULL when none was given.
+    instance_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     last_event_at: Mapped[datetime] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -18,7 +18,7 @@ from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 #: Plain table (Core): rows, not identity-mapped objects that could go stale.
 P = cast(Table, Process.__table__)
 _COLUMNS = tuple(f.name for f in fields(ProcessRecord))
-_MUTABLE = tuple(c for c in _COLUMNS if c not in ("id", "kind", "created_at"))
+_MUTABLE = tuple(c for c in _COLUMNS if c not in ("id", "kind", "created_at", "instance_metadata"))
 #: `session.info` key: the process rows this transaction holds `FOR UPDATE` (PostgreSQL).
 HELD_INFO = "stateward.held_processes"
 # Hot-path statements built once (compiled once, executed with parameters).

@@ -232,14 +232,17 @@ async def grant_reference(
     return await _registry(info, namespace)
 
 
-async def start_instance(info: Info, workflow: str, data: Any, ident: str | None) -> ProcessRecord:
-    """`startInstance(workflow, data, id)`."""
+async def start_instance(
+    info: Info, workflow: str, data: Any, ident: str | None, metadata: Any = None
+) -> ProcessRecord:
+    """`startInstance(workflow, data, id, metadata)`."""
     pid = local_id(ident, "Instance") if ident else None
     me = viewer(info)
     await _check_start(info, me, workflow)
     result = await commands.start_instance(
-        runtime(info), me.actor, workflow, _object(data, "data"), pid
-    )
+        runtime(info), me.actor, workflow, _object(data, "data"), pid,
+        metadata=_object(metadata, "metadata"),
+    )  # fmt: skip
     return _readable(info, result).record
 
 

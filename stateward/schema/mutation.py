@@ -156,11 +156,20 @@ class Mutation:
     async def unshare_module(self, info: Info, namespace: str, name: str, to: str) -> Registry:
         return Registry.from_facts(await writes.grant_reference(info, namespace, to, name, False))
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Start an instance; `metadata` (an object) is stored apart from the data: "
+        "hooks, delegated surfaces and `Instance.metadata` read it, routing never does."
+    )
     async def start_instance(
-        self, info: Info, workflow: str, data: JSON | None = None, id: str | None = None
+        self,
+        info: Info,
+        workflow: str,
+        data: JSON | None = None,
+        id: str | None = None,
+        metadata: JSON | None = None,
     ) -> Instance:
-        return Instance.from_record(await writes.start_instance(info, workflow, data, id))
+        record = await writes.start_instance(info, workflow, data, id, metadata)
+        return Instance.from_record(record)
 
     @strawberry.mutation
     async def perform_action(

@@ -91,11 +91,16 @@ async def start_instance(
     workflow: str,
     data: Mapping[str, Any] | None = None,
     id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> ActResult:
     """Start an instance of the latest version of `workflow` (id: a new UUID if None, or
-    one derived from the idempotency key in effect, so a retry starts the same one)."""
+    one derived from the idempotency key in effect, so a retry starts the same one).
+    `metadata` (seed §3b) is recorded in the `$start` input, apart from the data."""
     process = id or derived_instance_id(actor) or str(uuid.uuid4())
-    signed = attest(runtime, actor, process, START, workflow, {"data": dict(data or {})})
+    input: dict[str, Any] = {"data": dict(data or {})}
+    if metadata:
+        input["metadata"] = dict(metadata)
+    signed = attest(runtime, actor, process, START, workflow, input)
     return await act(runtime, signed, attested=True)
 
 

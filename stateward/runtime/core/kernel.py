@@ -48,7 +48,7 @@ START = engine.START
 CANCEL = "$cancel"
 ADVANCE = engine.ADVANCE
 #: Keys a `$start` input may carry; `state` and `parent` only from the system (spawns).
-START_KEYS = frozenset({"data", "state", "parent", "parent_data"})
+START_KEYS = frozenset({"data", "state", "parent", "parent_data", "metadata"})
 
 AfterEvent = Callable[[StoredEvent], Awaitable[None]]
 

@@ -122,6 +122,7 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
     parent = ctx.spawned_by
     if parent is None and ctx.envelope.action.name == START:
         parent = ctx.input.get("parent")
+    metadata = ctx.input.get("metadata") if ctx.envelope.action.name == START else None
     return ProcessRecord(
         id=ctx.envelope.process,
         kind=ctx.kind,
@@ -131,6 +132,7 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         created_at=ctx.now,
         parent_id=parent if isinstance(parent, str) else None,
         started_by=ctx.actor.id,
+        instance_metadata=dict(metadata) if isinstance(metadata, dict) else None,
         **values,
     )
 

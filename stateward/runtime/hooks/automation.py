@@ -3,7 +3,7 @@
 When an event enters a `system` state with a hook, the core calls the runtime's
 automation hooks after commit; `install` adds ours. `automate` loads the instance and the
 hook's module (deployed with `add_module`), runs `def fn(ctx)` in the Starlark sandbox
-with ctx `{instance_id, workflow, state, data, input}`, then appends ONE `$automate`
+with ctx `{instance_id, workflow, state, data, metadata, input}`, then appends ONE `$automate`
 system event whose input records the module (namespace, name, version, hash) and the
 hook's result — so `verify` replays it without running Starlark. The engine merges the
 result like `$merge` and advances (`$action` routing). A hook that fails or times out,
@@ -125,6 +125,7 @@ async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: 
             "workflow": process.workflow,
             "state": process.state,
             "data": dict(process.data),
+            "metadata": dict(process.instance_metadata or {}),
             "input": dict(last.input) if last is not None and isinstance(last.input, dict) else {},
         }
         result = await runner.run(

@@ -3,7 +3,8 @@
 Per process: the stored envelope text must be canonical and agree with the event's
 columns; each signature must verify (signer = actor or a trusted server key, key not
 revoked when the event was recorded); `seq`/`prev_hash`/`hash` must chain; replaying the
-events through the engine must reproduce the stored data, state and status (and, for a
+events through the engine must reproduce the stored data, state and status (the stored
+instance metadata must be the `$start` event's) (and, for a
 registry, its materialized rows: role grants, workflow versions and hashes, modules).
 Every finding names its process and seq; nothing stops at the first one.
 """
@@ -35,6 +36,7 @@ REPLAY_FAILED = "REPLAY_FAILED"
 STATE_MISMATCH = "STATE_MISMATCH"
 STATUS_MISMATCH = "STATUS_MISMATCH"
 DATA_MISMATCH = "DATA_MISMATCH"
+METADATA_MISMATCH = "METADATA_MISMATCH"
 HEAD_MISMATCH = "HEAD_MISMATCH"
 GRANTS_MISMATCH = "GRANTS_MISMATCH"
 WORKFLOW_MISMATCH = "WORKFLOW_MISMATCH"
@@ -259,6 +261,13 @@ class _ProcessCheck:
             )
         if _canon(replayed.data) != _canon(record.data):
             self.problem(seq, DATA_MISMATCH, "stored data differs from the replayed data")
+        first = events[0] if events else None
+        if first is not None and first.seq == 1 and record.kind != REGISTRY:
+            started = first.input.get("metadata") if isinstance(first.input, dict) else None
+            if _canon(started or None) != _canon(record.instance_metadata or None):
+                self.problem(
+                    1, METADATA_MISMATCH, "stored metadata differs from the $start event's"
+                )
         if last is not None and (record.seq != last.seq or record.head_hash != last.hash):
             self.problem(seq, HEAD_MISMATCH, "process seq/head hash differ from its last event")
 

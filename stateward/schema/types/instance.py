@@ -140,6 +140,9 @@ class Instance(Node):
     workflow_path: str
     version: int
     data: JSON
+    metadata: JSON = strawberry.field(
+        description="The `metadata` given at start ({} when none); not part of routing."
+    )
     status: str
     started_by: str | None
     parent_id: str | None
@@ -159,6 +162,7 @@ class Instance(Node):
             id=strawberry.ID(to_global_id("Instance", record.id)), _record=record,
             instance_id=record.id, namespace=record.namespace, workflow_path=record.workflow,
             version=record.workflow_version, data=record.data, status=record.status,
+            metadata=dict(record.instance_metadata or {}),
             started_by=record.started_by, parent_id=record.parent_id, seq=record.seq,
             head_hash=record.head_hash, sla_warn_at=record.sla_warn_at,
             sla_due_at=record.sla_due_at, state_entered_at=record.state_entered_at,
