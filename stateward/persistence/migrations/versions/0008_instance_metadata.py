@@ -1,7 +1,7 @@
 """Instance metadata (seed §3b): `processes.instance_metadata`, set by `$start`.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-30
 
 The `metadata` object given to `startInstance` (recorded in the `$start` event's input, so
@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
