@@ -29,10 +29,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import UnitOfWorkFactory, create_engine, init_schema
+
+# Property tests check behaviour, not speed: a shared, loaded CI box can stall one example
+# past Hypothesis's 200 ms default deadline, which would fail the run for no behaviour.
+settings.register_profile("stateward", deadline=None)
+settings.load_profile("stateward")
 
 POSTGRES_ENV = "STATEWARD_TEST_POSTGRES_URL"
 KINDS = ("sqlite", "postgres")
