@@ -5,17 +5,22 @@ database (dropped at the end), then N `stateward serve` nodes on them. Load, for
 `--seconds`: counters incremented through every node (`performAction` with an
 `idempotencyKey`, retried with the same key on any failure, against another node),
 client-signed `submitEvent` increments (retried with the same envelope), SLA and timer
-instances, and resuming subscribers (`events(after:)`, reconnecting to another node with
-the last cursor whenever their socket ends). With `--faults`, a cycle of faults repeats
-until the last fifth of the run: `pg_terminate_backend` of every node connection, a node
-paused (SIGSTOP) for 10 s, Redis killed and restarted, a node killed (`kill -9`) and
-restarted.
+instances, public entry (anonymous `startPublic`, then the visitor's `advancePublic` steps
+with its entry token and an `idempotencyKey`), and 36 resuming subscribers
+(`events(after:)`, reconnecting to another node with the last cursor whenever their socket
+ends). A stall watchdog: when a request has been in flight for more than 3 s while no
+fault is running, it records the stall and, with `py-spy` on PATH, dumps every node's
+threads (`stall-<n>-node<i>.txt` in `--keep-logs`) with the database's sessions. With
+`--faults`, a cycle of faults repeats until the last fifth of the run:
+`pg_terminate_backend` of every node connection, a node paused (SIGSTOP) for 10 s, Redis
+killed and restarted, a node killed (`kill -9`) and restarted.
 
 Invariants checked (exit 1 when one fails): every acknowledged increment stored exactly
 once (acknowledged = stored, contiguous seqs, no duplicate), every SLA mark and timer once,
-subscribers gap-free and duplicate-free after their resumes, `stateward verify` clean, no
-`INTERNAL_ERROR`. Reported against the goals: write p50/p99, the worst write on a healthy
-node while a peer is paused, node RSS slope over the last third of the run.
+subscribers gap-free and duplicate-free after their resumes, every acknowledged visitor
+step stored once, `stateward verify` clean, no `INTERNAL_ERROR`. Reported against the
+goals: write p50/p99, the worst write on a healthy node while a peer is paused, node RSS
+slope over the last third of the run, and the stalls seen with no fault running.
 Usage: `python bench/soak.py --nodes 2 --seconds 150 [--faults] [--json]`; `--json`
 prints one JSON object on the last line. Loopback only; every process it starts is
 stopped before it exits.
@@ -30,6 +35,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -74,6 +80,25 @@ TIMER = {
     "actions": {"arm": {"from": "waiting", "schedule": [{"action": "expire", "after": 2}]},
                 "expire": {"from": "waiting", "to": "expired"}},
 }  # fmt: skip
+PUBLIC = {
+    "$version": "2.0", "$path": f"{NS}/intake", "initial": "form",
+    "states": {
+        "form": {"label": "Your request", "audience": "public",
+                 "form": {"fields": {"name": {"type": "string", "required": True}}}},
+        "details": {"label": "Details", "audience": "public"},
+        "done": {"label": "Sent", "terminal": True},
+    },
+    "actions": {
+        "send": {"role": "*", "from": "form", "to": "details",
+                 "mutate": {"$set": {"name": "input.fields.name"}}},
+        "add": {"role": "*", "from": "details", "mutate": {"$increment": {"steps": 1}}},
+        "finish": {"role": "*", "from": "details", "to": "done"},
+    },
+}  # fmt: skip
+START_PUBLIC = """mutation($w:String!,$d:JSON){startPublic(workflow:$w,data:$d){token
+  view{state{key}}}}"""
+ADVANCE_PUBLIC = """mutation($t:String!,$a:String!,$i:JSON,$k:String){advancePublic(token:$t,
+  action:$a,input:$i,idempotencyKey:$k){state{key} status}}"""
 BUMP = """mutation($i:String!,$k:String){performAction(instance:$i,action:"bump",
   idempotencyKey:$k){duplicate event{seq}}}"""
 SUBMIT = """mutation($e:JSON!,$s:String!,$g:String!){submitEvent(event:$e,signature:$s,signer:$g)
@@ -205,6 +230,13 @@ class Stats:
     faults: Counter[str] = field(default_factory=Counter)
     rss: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     deliveries: int = 0
+    visitors: int = 0
+    visitor_steps: int = 0
+    visitor_unknown: int = 0
+    #: Requests in flight: id -> (started, node index).
+    inflight: dict[int, tuple[float, int]] = field(default_factory=dict)
+    stalls: list[dict[str, Any]] = field(default_factory=list)
+    fault_running: bool = False
 
 
 class Soak:
@@ -255,7 +287,7 @@ class Soak:
         self.token = await self._login(self.nodes[0].url)
         self.client_key = generate_keypair()
         async with httpx.AsyncClient(timeout=30, headers=self._auth) as http:
-            for definition in (COUNTER, SLA, TIMER):
+            for definition in (COUNTER, SLA, TIMER, PUBLIC):
                 await self._ok(http, self.nodes[0].url,
                                "mutation($d:JSON!){addWorkflow(definition:$d){path}}",
                                {"d": definition})  # fmt: skip
@@ -318,6 +350,8 @@ class Soak:
             node = nodes[(prefer + attempt) % len(nodes)]
             attempt += 1
             began = time.monotonic()
+            ticket = id(variables) ^ attempt
+            self.stats.inflight[ticket] = (began, node.index)
             try:
                 response = await http.post(node.url, json={"query": query, "variables": variables})
                 body = response.json()
@@ -325,6 +359,8 @@ class Soak:
                 self.stats.retries += 1
                 await asyncio.sleep(0.2)
                 continue
+            finally:
+                self.stats.inflight.pop(ticket, None)
             errors = body.get("errors") or []
             for error in errors:
                 self.stats.codes[str((error.get("extensions") or {}).get("code"))] += 1
@@ -387,6 +423,86 @@ class Soak:
                     if pid and await self._write(http, n, act, v, action):
                         bucket.append(pid)
                 await asyncio.sleep(1.0)
+
+    async def visitor(self, index: int) -> None:
+        """Anonymous public entry: `startPublic`, then the visitor's steps with its token
+        (each with an `idempotencyKey`, retried with the same key on any failure)."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            n = index
+            while not self.stop.is_set():
+                n += 1
+                token = ""
+                for _ in range(30):
+                    node = (self.live() or self.nodes)[n % len(self.nodes)]
+                    n += 1
+                    with contextlib.suppress(Exception):
+                        data = await self._ok(http, node.url, START_PUBLIC,
+                                              {"w": PUBLIC["$path"], "d": {}})  # fmt: skip
+                        token = data["startPublic"]["token"]
+                        break
+                    await asyncio.sleep(0.2)
+                if not token:
+                    continue
+                self.stats.visitors += 1
+                steps = [("send", {"fields": {"name": f"visitor {n}"}})]
+                steps += [("add", {})] * self.rng.randint(1, 3) + [("finish", {})]
+                for action, input in steps:
+                    v = {"t": token, "a": action, "i": input, "k": uuid.uuid4().hex}
+                    if await self._write(http, n, ADVANCE_PUBLIC, v, action):
+                        self.stats.visitor_steps += 1
+                    else:
+                        self.stats.visitor_unknown += 1
+                        break
+                await asyncio.sleep(0.3)
+
+    async def watchdog(self) -> None:
+        """Catch the unexplained stall: a request in flight > 3 s with no fault running."""
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        spy = spy if Path(spy).exists() else ""
+        last = 0.0
+        while not self.stop.is_set():
+            await asyncio.sleep(0.5)
+            now = time.monotonic()
+            if self.stats.fault_running or now - last < 20:
+                continue
+            slow = [(now - t, i) for t, i in list(self.stats.inflight.values()) if now - t > 3]
+            if not slow:
+                continue
+            last = now
+            stall: dict[str, Any] = {
+                "at_s": round(now - self.started, 1),
+                "waiting_s": round(max(w for w, _ in slow), 1),
+                "requests": len(slow),
+                "nodes": sorted({i for _, i in slow}),
+                "load": os.getloadavg()[0],
+            }
+            self.stats.stalls.append(stall)
+            n = len(self.stats.stalls)
+            out = Path(self.args.keep_logs or self.tmp)
+            out.mkdir(parents=True, exist_ok=True)
+            if spy:
+                for node in self.nodes:
+                    if node.proc is not None and not node.down:
+                        dump = await asyncio.to_thread(
+                            subprocess.run, [spy, "dump", "--pid", str(node.pid)],
+                            capture_output=True, text=True, timeout=30,
+                        )  # fmt: skip
+                        (out / f"stall-{n}-node{node.index}.txt").write_text(
+                            dump.stdout + dump.stderr
+                        )
+            with contextlib.suppress(Exception):
+                engine = create_engine(self.db_url, pool_size=1)
+                try:
+                    async with engine.connect() as conn:
+                        rows = (await conn.execute(text(
+                            "SELECT pid, state, wait_event_type, wait_event, "
+                            "now() - xact_start AS xact, left(query, 200) FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                            "ORDER BY xact_start NULLS LAST"))).all()  # fmt: skip
+                finally:
+                    await engine.dispose()
+                (out / f"stall-{n}-db.txt").write_text("\n".join(map(str, rows)))
+            stall["dumps"] = str(out)
 
     async def subscriber(self, index: int, seen: list[int]) -> None:
         """Resume from the last cursor on another node whenever the socket ends."""
@@ -455,6 +571,7 @@ class Soak:
         while time.monotonic() < end - 12 and not self.stop.is_set():
             step = steps[i % len(steps)]
             i += 1
+            self.stats.fault_running = True
             if step == "terminate":
                 await self._admin(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -480,6 +597,8 @@ class Soak:
                 await asyncio.sleep(1.0)
                 await asyncio.to_thread(victim.start)
             self.stats.faults[step] += 1
+            await asyncio.sleep(5.0)  # the fault's aftermath (reconnects, resumes, restarts)
+            self.stats.fault_running = False
             await asyncio.sleep(max(5.0, min(20.0, self.args.seconds / 12)))
 
     # -- the run -------------------------------------------------------------------------
@@ -494,6 +613,8 @@ class Soak:
         tasks += [asyncio.create_task(self.counter_writer(i)) for i in range(self.args.writers)]
         tasks += [asyncio.create_task(self.client_writer(i)) for i in range(2)]
         tasks += [asyncio.create_task(self.kernel_load()), asyncio.create_task(self.sample_rss())]
+        tasks += [asyncio.create_task(self.visitor(i)) for i in range(self.args.visitors)]
+        tasks += [asyncio.create_task(self.watchdog())]
         fault_task = asyncio.create_task(self.faults()) if self.args.faults else None
         await asyncio.sleep(self.args.seconds)
         self.stop.set()
@@ -539,6 +660,13 @@ class Soak:
                 for pid in self.stats.timers:
                     if fired[pid] != 1:
                         problems.append(f"{pid}: timer fired {fired[pid]}x")
+                stored = (await conn.execute(text(
+                    "SELECT count(*) FROM events e JOIN processes p ON p.id = e.process_id "
+                    "WHERE p.workflow = :w AND e.action IN ('send', 'add', 'finish')"),
+                    {"w": PUBLIC["$path"]})).scalar_one()  # fmt: skip
+                acked, unknown = self.stats.visitor_steps, self.stats.visitor_unknown
+                if not acked <= stored <= acked + unknown:
+                    problems.append(f"visitor steps: acked {acked} (+{unknown}), stored {stored}")
                 ids = text("SELECT id FROM outbox WHERE namespace = :n ORDER BY id")
                 outbox = [i for (i,) in (await conn.execute(ids, {"n": NS})).all()]
         finally:
@@ -601,6 +729,9 @@ class Soak:
             "healthy_worst_write_while_peer_paused_ms": round(paused_worst * 1000, 1),
             "sla_instances": len(self.stats.sla),
             "timer_instances": len(self.stats.timers),
+            "visitors": self.stats.visitors,
+            "visitor_steps": self.stats.visitor_steps,
+            "stalls_without_fault": self.stats.stalls,
             "subscribers": self.args.subscribers,
             "deliveries": self.stats.deliveries,
             "resumes": self.stats.resumes,
@@ -629,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="--seconds 40")
     parser.add_argument("--writers", type=int, default=6, help="performAction workers")
-    parser.add_argument("--subscribers", type=int, default=12)
+    parser.add_argument("--subscribers", type=int, default=36)
+    parser.add_argument("--visitors", type=int, default=2, help="public entry workers")
     parser.add_argument("--instances", type=int, default=6, help="counter instances")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep-logs", default="", help="copy the node logs into this folder")
