@@ -471,6 +471,7 @@ class Soak:
             last = now
             stall: dict[str, Any] = {
                 "at_s": round(now - self.started, 1),
+                "utc": _now().isoformat(timespec="seconds"),  # to match the server's log
                 "waiting_s": round(max(w for w, _ in slow), 1),
                 "requests": len(slow),
                 "nodes": sorted({i for _, i in slow}),
