@@ -10,9 +10,10 @@ from typing import Annotated
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import idempotency, kernel, messages, packages, writes
-from stateward.schema.inputs import SignedEventInput
+from stateward.resolvers import batches, idempotency, kernel, messages, packages, writes
+from stateward.schema.inputs import InstanceFilter, SignedEventInput, search_of
 from stateward.schema.scalars import JSON
+from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.messages import MessagePublication
 from stateward.schema.types.public import PublicEntry, PublicView
@@ -257,10 +258,44 @@ class Mutation:
             )
         )
 
+    @strawberry.mutation(
+        description="Cancel every instance the filter matches (admin or operator), in the "
+        "background: one event per instance."
+    )
+    async def bulk_cancel(
+        self, info: Info, filter: InstanceFilter, reason: str | None = None
+    ) -> BatchOperation:
+        return BatchOperation.from_record(
+            await batches.bulk_cancel(info, search_of(filter), reason)
+        )
+
+    @strawberry.mutation(
+        description="Perform an action (as the system) on every instance the filter matches."
+    )
+    async def bulk_action(
+        self, info: Info, filter: InstanceFilter, action: str, input: JSON | None = None
+    ) -> BatchOperation:
+        return BatchOperation.from_record(
+            await batches.bulk_action(info, search_of(filter), action, input)
+        )
+
+    @strawberry.mutation(description="Stop a running bulk operation (what was applied stays).")
+    async def cancel_batch_operation(self, info: Info, id: strawberry.ID) -> BatchOperation:
+        return BatchOperation.from_record(await batches.cancel_batch_operation(info, id))
+
 
 #: Mutations that write no event (sessions, tokens), take a client-signed envelope or
 #: have their own idempotency key (`publishMessage`'s messageId).
 _NOT_KEYED = frozenset(
-    {"auth_challenge", "auth_login", "create_api_token", "submit_event", "publish_message"}
+    {
+        "auth_challenge",
+        "auth_login",
+        "create_api_token",
+        "submit_event",
+        "publish_message",
+        "bulk_cancel",
+        "bulk_action",
+        "cancel_batch_operation",
+    }
 )
 idempotency.add_to(Mutation, skip=_NOT_KEYED)

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import kernel, log, nodes, packages, reads, search, webhooks
+from stateward.resolvers import batches, kernel, log, nodes, packages, reads, search, webhooks
 from stateward.resolvers.paging import Window
 from stateward.schema.inputs import InstanceFilter, InstanceOrder, ordering_of, search_of
 from stateward.schema.scalars import JSON
+from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
 from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionProof
@@ -35,6 +36,7 @@ NODE_TYPES: dict[str, Callable[[Any], Node]] = {
     "Event": Event.from_record,
     "Assignment": Assignment.from_record,
     "Notification": Notification.from_record,
+    "BatchOperation": BatchOperation.from_record,
 }
 
 
@@ -46,6 +48,17 @@ class Query:
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         type_name, found = await nodes.node(info, id)
         return NODE_TYPES[type_name](found)
+
+    @strawberry.field(description="A bulk operation (its creator's, or any for a system admin).")
+    async def batch_operation(self, info: Info, id: strawberry.ID) -> BatchOperation:
+        return BatchOperation.from_record(await batches.batch_operation(info, id))
+
+    @strawberry.field(description="Bulk operations, newest first (the viewer's own).")
+    async def batch_operations(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[BatchOperation]:
+        page = await batches.batch_operations(info, first, after)
+        return Connection.of(page, BatchOperation.from_record)
 
     @strawberry.field(description="The authenticated actor (null when anonymous).")
     def viewer(self, info: Info) -> Actor | None:

@@ -7,8 +7,9 @@ from collections.abc import AsyncGenerator
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import streams
+from stateward.resolvers import batches, streams
 from stateward.schema.inputs import EventFilter
+from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.bus import BusEvent
 from stateward.schema.types.instance import Instance
 
@@ -35,3 +36,12 @@ class Subscription:
     async def assignment_queue(self, info: Info, team: str) -> AsyncGenerator[BusEvent]:
         async for payload in streams.assignment_queue(info, team):
             yield BusEvent.from_payload(payload)
+
+    @strawberry.subscription(
+        description="A bulk operation now and after each change of its progress, until it ends."
+    )
+    async def batch_operation(
+        self, info: Info, id: strawberry.ID
+    ) -> AsyncGenerator[BatchOperation]:
+        async for batch in batches.watch(info, id):
+            yield BatchOperation.from_record(batch)

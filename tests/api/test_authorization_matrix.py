@@ -79,6 +79,29 @@ def text_of(data: Any) -> str:
 # --- mutations that need a fresh object ------------------------------------------------
 
 
+async def _batch(m: Matrix, obj: str, actor: str) -> str:
+    """A running bulk operation of the system admin over one fresh instance of `obj`."""
+    from stateward.runtime.batches import bulk
+
+    pid = await m.fresh_instance(obj)
+    batch = await bulk.create(m.api.runtime, m.api.admin.public, "action",
+                              {"action": "note", "input": {"text": "x"}}, [pid])  # fmt: skip
+    return node_id("BatchOperation", batch.id)
+
+
+def _on_batch(query: str) -> Prepare:
+    async def prepare(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
+        return query, {"i": await _batch(m, obj, actor)}
+
+    return prepare
+
+
+async def _batch_done(m: Matrix, ident: str) -> None:
+    from stateward.runtime.batches import bulk
+
+    await bulk.process_running(m.api.runtime)
+
+
 async def _perform(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
     return ACT, {"i": await m.fresh_instance(obj), "a": "note", "in": {"text": actor}}
 
@@ -332,6 +355,20 @@ EXPECTED: dict[str, Case] = {
                           lambda m, o: {"w": f"{ns(m, o)}/form"}), ANYONE),
     "advancePublic": Case(_advance_public, TOKEN),
     # Issue 15 operations: admin or operator of the namespace (a reader's role: FORBIDDEN).
+    # The bulk filters match nothing (no world instance is touched); a batch is visible to
+    # its creator (here the system admin) only.
+    "bulkCancel": Case(q('mutation($n:String!){bulkCancel(filter:{namespace:$n,state:"none"})'
+                         "{total}}", lambda m, o: {"n": ns(m, o)}),
+                       "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    "bulkAction": Case(q('mutation($n:String!){bulkAction(filter:{namespace:$n,state:"none"},'
+                         'action:"note"){total}}', lambda m, o: {"n": ns(m, o)}),
+                       "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    "batchOperation": Case(_on_batch("query($i:ID!){batchOperation(id:$i){total}}"),
+                           "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
+    "batchOperations": Case(q("{batchOperations{edges{node{id}}}}"), SIGNED_IN),
+    "cancelBatchOperation": Case(_on_batch("mutation($i:ID!){cancelBatchOperation(id:$i)"
+                                           "{status}}"),
+                                 "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
     "publishMessage": Case(q('mutation($n:String!){publishMessage(namespace:$n,name:"m",'
                              'correlationKey:"k"){messageId}}', lambda m, o: {"n": ns(m, o)}),
                            "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
@@ -340,6 +377,8 @@ EXPECTED: dict[str, Case] = {
                          lambda m, o: {"n": ns(m, o)}), READ, trigger=_note),
     "instanceUpdated": Case(q("subscription($i:String!){instanceUpdated(id:$i){seq}}",
                               lambda m, o: {"i": m.tenant(o).instance}), READ, trigger=_note),
+    "batchOperation@sub": Case(_on_batch("subscription($i:ID!){batchOperation(id:$i){status}}"),
+                               "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA", trigger=_batch_done),
     "assignmentQueue": Case(q('subscription{assignmentQueue(team:"analyst"){type namespace}}'),
                             "ok/ok ok/-- ok/-- --/ok FB/FB UA/UA UA/UA", trigger=_assign),
 }  # fmt: skip

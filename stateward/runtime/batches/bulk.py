@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from stateward.domain.access import ADMIN_ROLE
@@ -35,6 +36,8 @@ from stateward.domain.errors import (
     DomainError,
 )
 from stateward.domain.model import SYSTEM_ACTOR
+from stateward.domain.paths import is_canonical_path, split_path
+from stateward.domain.search import InstanceSearch
 from stateward.governance.envelope import SignedEnvelope, build_envelope
 from stateward.governance.verification import sign_envelope
 from stateward.persistence.batches import (
@@ -178,6 +181,39 @@ async def create(
         await uow.batches.add(record, ids)
         await uow.commit()
     return record
+
+
+def search_json(search: InstanceSearch) -> dict[str, Any]:
+    """The filter as recorded on the batch (`BatchOperation.filter`): set fields only."""
+    out: dict[str, Any] = {}
+    for key, value in dataclasses.asdict(search).items():
+        if value in (None, (), []):
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat().replace("+00:00", "Z")
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+async def start(
+    runtime: Runtime, actor: str, kind: str, params: Mapping[str, Any], search: InstanceSearch
+) -> BatchRecord:
+    """A batch of `kind` over the instances `search` matches in the namespaces where
+    `actor` holds admin or operator (see `operable_namespaces`)."""
+    check_params(kind, params)
+    scope = search.namespace
+    if search.workflow is not None:
+        if not is_canonical_path(search.workflow):
+            raise DomainError(INVALID_INPUT, f"{search.workflow!r} is not a workflow path",
+                              pointer="/filter/workflow")  # fmt: skip
+        owner = split_path(search.workflow)[0]
+        if scope is not None and scope != owner:
+            raise DomainError(NOT_FOUND, "namespace does not exist or is not visible to you")
+        scope = owner
+    namespaces = await operable_namespaces(runtime, actor, scope)
+    async with runtime.uow(readonly=True) as uow:
+        ids = await uow.search.instance_ids(search, namespaces=namespaces, limit=MAX_INSTANCES + 1)
+    return await create(runtime, actor, kind, params, ids, search_json(search))
 
 
 async def get(runtime: Runtime, batch_id: str) -> BatchRecord | None:
@@ -363,3 +399,28 @@ async def wait(
         if batch.status != RUNNING:
             return batch
         await asyncio.sleep(interval)
+
+
+async def listing(
+    runtime: Runtime, actor: str, limit: int, before: tuple[datetime, str] | None
+) -> list[BatchRecord]:
+    """Batches the actor may see, newest first: its own; every batch for a system admin."""
+    async with runtime.uow(readonly=True) as uow:
+        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+        return await uow.batches.page(limit, before, None if admin else actor)
+
+
+async def visible(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
+    """The batch when `actor` created it or is a system admin; else NOT_FOUND."""
+    async with runtime.uow(readonly=True) as uow:
+        batch = await uow.batches.get(batch_id)
+        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+    if batch is None or (batch.created_by != actor and not admin):
+        raise DomainError(NOT_FOUND, "batch operation does not exist or is not visible to you")
+    return batch
+
+
+async def errors(runtime: Runtime, batch_id: str, after: int, limit: int) -> list[BatchItemRecord]:
+    """A page of a batch's failed items (by position)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.batches.errors(batch_id, after, limit)

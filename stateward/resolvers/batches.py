@@ -1,0 +1,121 @@
+"""Bulk operations (issue 15): thin glue over `runtime.batches.bulk`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.search import InstanceSearch
+from stateward.records import BatchItemRecord, BatchRecord
+from stateward.resolvers.context import runtime, viewer
+from stateward.resolvers.ids import local_id
+from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.resolvers.search import resolve_ids
+from stateward.runtime.batches import bulk
+
+#: How often the `batchOperation` subscription re-reads the batch (seconds).
+POLL = 0.5
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DomainError(INVALID_INPUT, f"{name} must be a JSON object", pointer=f"/{name}")
+    return value
+
+
+async def start(
+    info: Info, kind: str, search: InstanceSearch, params: dict[str, Any]
+) -> BatchRecord:
+    """`bulkCancel` / `bulkMigrate` / `bulkRetry` / `bulkAction`: admin or operator."""
+    return await bulk.start(runtime(info), viewer(info).actor, kind, params, resolve_ids(search))
+
+
+async def bulk_cancel(info: Info, search: InstanceSearch, reason: str | None) -> BatchRecord:
+    """`bulkCancel(filter, reason)`."""
+    return await start(info, "cancel", search, {"reason": reason} if reason else {})
+
+
+async def bulk_action(info: Info, search: InstanceSearch, action: str, input: Any) -> BatchRecord:
+    """`bulkAction(filter, action, input)`."""
+    return await start(info, "action", search, {"action": action, "input": _object(input, "input")})
+
+
+async def bulk_migrate(
+    info: Info, search: InstanceSearch, to_version: int, state_map: Any
+) -> BatchRecord:
+    """`bulkMigrate(filter, toVersion, stateMap)`."""
+    params: dict[str, Any] = {"toVersion": to_version}
+    if state_map is not None:
+        params["stateMap"] = _object(state_map, "stateMap")
+    return await start(info, "migrate", search, params)
+
+
+async def bulk_retry(info: Info, search: InstanceSearch) -> BatchRecord:
+    """`bulkRetry(filter)`."""
+    return await start(info, "retry", search, {})
+
+
+async def batch_operation(info: Info, ident: str) -> BatchRecord:
+    """`batchOperation(id)`: its creator's, or any for a system admin."""
+    return await bulk.visible(runtime(info), viewer(info).actor, local_id(ident, "BatchOperation"))
+
+
+async def cancel_batch_operation(info: Info, ident: str) -> BatchRecord:
+    """`cancelBatchOperation(id)`."""
+    return await bulk.cancel(runtime(info), viewer(info).actor, local_id(ident, "BatchOperation"))
+
+
+def _key(batch: BatchRecord) -> list[Any]:
+    return [batch.created_at.isoformat(), batch.id]
+
+
+async def batch_operations(info: Info, first: int | None, after: str | None) -> Page[BatchRecord]:
+    """`batchOperations(first, after)`: newest first."""
+    limit = page_size(first)
+    before = None
+    if after is not None:
+        mark = decode_cursor(after)
+        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
+            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
+        before = (datetime.fromisoformat(mark[0]), mark[1])
+    found = await bulk.listing(runtime(info), viewer(info).actor, limit + 1, before)
+    return page_of(found, limit, _key, has_previous=after is not None)
+
+
+async def errors(
+    info: Info, batch: BatchRecord, first: int | None, after: str | None
+) -> Page[BatchItemRecord]:
+    """`BatchOperation.errors(first, after)`: failed instances, by position."""
+    limit = page_size(first)
+    position = -1
+    if after is not None:
+        mark = decode_cursor(after)
+        if len(mark) != 1 or not isinstance(mark[0], int):
+            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
+        position = mark[0]
+    found = await bulk.errors(runtime(info), batch.id, position, limit + 1)
+    return page_of(found, limit, lambda i: [i.position], has_previous=after is not None)
+
+
+async def watch(info: Info, ident: str) -> AsyncGenerator[BatchRecord]:
+    """`Subscription.batchOperation(id)`: the batch now and after each change of its
+    progress, until it is over."""
+    rt, actor = runtime(info), viewer(info).actor
+    batch_id = local_id(ident, "BatchOperation")
+    seen: tuple[Any, ...] = ()
+    while True:
+        batch = await bulk.visible(rt, actor, batch_id)
+        now = (batch.status, batch.succeeded, batch.failed)
+        if now != seen:
+            seen = now
+            yield batch
+        if batch.status != bulk.RUNNING:
+            return
+        await asyncio.sleep(POLL)
