@@ -21,7 +21,8 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
    `delivery_p99_ms_1000`); then the capacity (a burst of events, deliveries/s until all
    arrived) beside a raw websocket broadcast of frames of the same shape to the same
    number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`.
-6. `metrics_overhead` (not with `--quick`): a plain and an observed (`STATEWARD_METRICS=1`,
+6. `metrics_overhead` (not with `--quick`; `metrics_overhead_cpu` is the same ratio of server CPU
+   per action, plain ÷ observed, steadier on a shared box): a plain and an observed (`STATEWARD_METRICS=1`,
    OTLP tracing to a local sink) server in alternating rounds (goal ≥ 0.9).
 Usage: `python bench/api.py [--quick] [--json] [--only throughput|delivery|metrics_overhead]`;
 `--json` prints one JSON object last.
@@ -567,10 +568,16 @@ def run_overhead(tmp: str, clients: int, seconds: float, rounds: int) -> dict[st
         asyncio.run(measure())
         plain = median_range(targets[0][0].rates)[0]
         observed = median_range(targets[1][0].rates)[0]
+        plain_ms = median_range(targets[0][0].cpu_ms)[0]
+        observed_ms = median_range(targets[1][0].cpu_ms)[0]
         return {
             "plain_actions_per_s": plain,
             "observed_actions_per_s": observed,
             "metrics_overhead": observed / plain,
+            # The steadier figure on a shared box: server CPU per action, plain ÷ observed.
+            "plain_server_ms_per_action": plain_ms,
+            "observed_server_ms_per_action": observed_ms,
+            "metrics_overhead_cpu": plain_ms / observed_ms,
         }
     finally:
         for proc in procs:
