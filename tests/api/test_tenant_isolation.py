@@ -267,16 +267,20 @@ async def test_a_cross_namespace_spawn_needs_the_targets_grant(api: Api) -> None
     result = await api.ok(ACT, {"i": pid["instanceId"], "a": "submit"}, token=gx)
     (kid,) = result["performAction"]["instance"]["data"]["kids"]
     child = await api.ok(
-        "query($i:String!){instance(id:$i){namespace state{key} startedBy parent{id}"
+        "query($i:String!){instance(id:$i){namespace state{key} startedBy parent{id} parentId"
         " assignments{edges{node{id}}}}}",
         {"i": kid},
         token=w.acme.admin[1],
     )
-    # At its initial state, as the globex actor, past none of acme's review steps.
+    # At its initial state, as the globex actor, past none of acme's review steps; linked
+    # to its globex parent (joins), which acme readers are not shown, not even its id.
     assert child["instance"] == {
         "namespace": "acme/sales", "state": {"key": "intake"},
-        "startedBy": w.globex.admin[0].public, "parent": None, "assignments": {"edges": []},
+        "startedBy": w.globex.admin[0].public, "parent": None, "parentId": None,
+        "assignments": {"edges": []},
     }  # fmt: skip
+    seen = await api.ok("query($i:String!){instance(id:$i){parentId}}", {"i": kid})
+    assert seen["instance"]["parentId"] == pid["instanceId"]  # the operator reads both
 
     disallow = 'mutation($t:String!){disallowSpawn(namespace:"acme/sales",to:$t){spawnAllowed}}'
     await api.ok(disallow, {"t": "globex/sales"}, token=w.acme.admin[1])

@@ -130,6 +130,14 @@ class Assignment(Node):
         return _instance(await instances.instance_by_id(info, self.instance_id))
 
 
+async def _readable_parent_id(root: Instance, info: Info) -> str | None:
+    """`Instance.parentId`: only a parent the viewer may read is named (issue 10)."""
+    parent = root._record.parent_id
+    if parent is None or await instances.instance_by_id(info, parent) is None:
+        return None
+    return parent
+
+
 @strawberry.type
 class Instance(Node):
     """A running (or finished) workflow instance."""
@@ -145,7 +153,11 @@ class Instance(Node):
     )
     status: str
     started_by: str | None
-    parent_id: str | None
+    parent_id: str | None = strawberry.field(
+        resolver=_readable_parent_id,
+        description="The parent's instance id; null when there is none or the viewer may "
+        "not read the parent (a child spawned from another namespace).",
+    )
     seq: int
     head_hash: str | None
     sla_warn_at: datetime | None
@@ -163,7 +175,7 @@ class Instance(Node):
             instance_id=record.id, namespace=record.namespace, workflow_path=record.workflow,
             version=record.workflow_version, data=record.data, status=record.status,
             metadata=dict(record.instance_metadata or {}),
-            started_by=record.started_by, parent_id=record.parent_id, seq=record.seq,
+            started_by=record.started_by, seq=record.seq,
             head_hash=record.head_hash, sla_warn_at=record.sla_warn_at,
             sla_due_at=record.sla_due_at, state_entered_at=record.state_entered_at,
             last_event_at=record.last_event_at, created_at=record.created_at,
@@ -190,9 +202,9 @@ class Instance(Node):
 
     @strawberry.field
     async def parent(self, info: Info) -> Instance | None:
-        if self.parent_id is None:
+        if self._record.parent_id is None:
             return None
-        return _instance(await instances.instance_by_id(info, self.parent_id))
+        return _instance(await instances.instance_by_id(info, self._record.parent_id))
 
     @strawberry.field(description="Instances this one spawned, oldest first.")
     async def children(
