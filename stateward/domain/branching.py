@@ -30,7 +30,9 @@ OPS = ("eq", "neq", "gt", "lt", "gte", "lte", "in", "contains", "exists", "not_e
 VALUELESS_OPS = ("exists", "not_exists")
 NUMERIC_OPS = ("gt", "lt", "gte", "lte")
 ALWAYS = "*"
-RULE_KEYS = ("field", "op", "value", "target")
+RULE_KEYS = ("field", "op", "value", "target", "target_stage")
+#: The seed's name of `target` (§16), accepted as an alias.
+TARGET_ALIAS = "target_stage"
 _MISSING = object()
 
 
@@ -97,15 +99,21 @@ def _parse_rule(
         bad(f"unknown branch rule op {op!r} (one of {', '.join(OPS)})", pointer_join(at, "op"))
     elif not always and isinstance(op, str):
         _check_value(op, value, pointer_join(at, "value"), bad)
-    target = resolve_target(item.get("target"), state_keys)
-    if "target" not in item:
-        bad("branch rule 'target' is required (a state key or ordinal)")
+    name = TARGET_ALIAS if TARGET_ALIAS in item and "target" not in item else "target"
+    target = resolve_target(item.get(name), state_keys)
+    if "target" in item and TARGET_ALIAS in item:
+        bad(
+            "branch rule has both 'target' and its alias 'target_stage': keep one",
+            pointer_join(at, TARGET_ALIAS),
+        )
+    elif name not in item:
+        bad("branch rule 'target' (or 'target_stage') is required (a state key or ordinal)")
     elif target is None:
         found.append(
             Problem(
                 errors.UNKNOWN_STATE,
-                f"branch rule target {item['target']!r} names no state (key or 0-based ordinal)",
-                pointer_join(at, "target"),
+                f"branch rule target {item[name]!r} names no state (key or 0-based ordinal)",
+                pointer_join(at, name),
             )
         )
     if len(found) > before or target is None:
@@ -143,14 +151,23 @@ def rule_predicate(rule: BranchRule) -> Predicate:
 
 
 def desugar(
-    state: str, rules: Sequence[BranchRule], next_state: str | None, terminal: bool
+    state: str,
+    rules: Sequence[BranchRule],
+    next_state: str | None,
+    terminal: bool,
+    *,
+    routed: bool = False,
+    complete: bool = False,
 ) -> list[ActionDef]:
     """The generated actions of one state's rules: `<state>#1`.. then the fallback, if any.
 
-    Nothing is generated for a terminal state (it accepts no action). The fallback goes to
-    `next_state` (ordinal + 1) when no rule has field `*` and such a state exists.
+    Nothing is generated for a terminal state (it accepts no action), nor for a state
+    without rules unless it is `routed` (`auto_transition`: the ordinal + 1 fallback is
+    its way out). The fallback goes to `next_state` (ordinal + 1) when no rule has field
+    `*` and such a state exists; past the last state (`complete`: no declared action
+    leaves it) the fallback completes the instance.
     """
-    if terminal or not rules:
+    if terminal or not (rules or routed or complete):
         return []
     actions = [
         ActionDef(
@@ -163,16 +180,28 @@ def desugar(
         )
         for n, r in enumerate(rules, start=1)
     ]
-    if next_state is not None and all(r.field != ALWAYS for r in rules):
-        actions.append(
-            ActionDef(
-                key=f"{state}#{len(rules) + 1}",
-                label="branch: otherwise (next state)",
-                from_states=(state,),
-                to=next_state,
-                generated=True,
+    if all(r.field != ALWAYS for r in rules):
+        key = f"{state}#{len(rules) + 1}"
+        if next_state is not None:
+            actions.append(
+                ActionDef(
+                    key=key,
+                    label="branch: otherwise (next state)",
+                    from_states=(state,),
+                    to=next_state,
+                    generated=True,
+                )
             )
-        )
+        elif complete:
+            actions.append(
+                ActionDef(
+                    key=key,
+                    label="branch: otherwise (past the last state: complete)",
+                    from_states=(state,),
+                    generated=True,
+                    completes=True,
+                )
+            )
     return actions
 
 

@@ -34,6 +34,7 @@ from stateward.domain.paths import (
 )
 from stateward.domain.rawjson import parse_json_text, unrepresentable
 from stateward.domain.specs import SpecContext
+from stateward.domain.stagetypes import graph_problems
 from stateward.domain.starting import parse_start, start_message
 from stateward.domain.states import StateContext, parse_states
 from stateward.domain.timeouts import parse_timeout
@@ -132,9 +133,13 @@ def validate_definition(
         declared, problems = parse_actions(actions, "/actions", ActionContext(keys, spec_ctx))
         found.extend(problems)
         check_messages(declared, correlation, started_by, found)
-    generated = _generated(state_defs)
+    generated = _generated(state_defs, declared, completing=not bootstrap)
+    found.extend(graph_problems(state_defs, declared))
+    # The implicit fallback of a state nothing declared leaves is not an authored edge:
+    # the graph warnings (DEAD_END_STATE, UNREACHABLE_STATE) do not count it.
+    authored = [a for a in generated if _authored(a, state_defs)]
     lint_ctx = LintContext(path, spawn_only, idle, frozenset(spawned_into))
-    warnings = lint(initial, state_defs, declared, generated, lint_ctx)
+    warnings = lint(initial, state_defs, declared, authored, lint_ctx)
     definition = None
     if initial is not None and not any(p.severity == "error" for p in found):
         canonical = canonical_bytes(raw)
@@ -286,11 +291,37 @@ def _check_initial(
     return initial
 
 
-def _generated(states: dict[str, StateDef]) -> list[ActionDef]:
-    """The actions desugared from every state's branch rules, in state order."""
+def _authored(action: ActionDef, states: dict[str, StateDef]) -> bool:
+    """True for a generated action that stems from what the state says (its rules or
+    `auto_transition`), not from the implicit ordinal + 1 fallback."""
+    source = states.get((action.from_states or ("",))[0])
+    return source is not None and bool(source.branch_rules or source.auto_transition)
+
+
+def _generated(
+    states: dict[str, StateDef], declared: dict[str, ActionDef], *, completing: bool = True
+) -> list[ActionDef]:
+    """The actions desugared from every state's branch rules, in state order.
+
+    The last state, when not terminal and no declared action leaves it, gets a completing
+    fallback: advancing past the last state completes the instance (seed §8 step 7).
+    """
     keys = list(states)
+    leaves = {s for a in declared.values() if a.moves for s in (a.from_states or states)}
     generated: list[ActionDef] = []
     for index, (key, state) in enumerate(states.items()):
         following = keys[index + 1] if index + 1 < len(keys) else None
-        generated.extend(desugar(key, state.branch_rules, following, state.terminal))
+        # A state no declared action leaves is routed by ordinal + 1 (seed §16: linear
+        # workflows advance 0 -> 1 -> 2 by the fallback), as is an auto_transition state.
+        routed = completing and (state.auto_transition or key not in leaves)
+        generated.extend(
+            desugar(
+                key,
+                state.branch_rules,
+                following,
+                state.terminal,
+                routed=routed,
+                complete=routed and following is None,
+            )
+        )
     return generated

@@ -200,6 +200,22 @@ def cancelled_by_action(
     return Outcome(action, state.key, state.key, CANCELLED, data, effects, tuple(events))
 
 
+def completed_in_place(
+    state: StateDef,
+    action: str,
+    data: Mapping[str, Any],
+    spawns: tuple[SpawnEffect, ...],
+) -> Outcome:
+    """Advancing past the last state (seed §8 step 7): the instance ends `completed` in
+    that state; its open assignments are cancelled and its SLA cleared."""
+    events = [DomainEvent(ev.WORKFLOW_COMPLETED, state.key, state.key)]
+    if state.assigned:
+        events.append(DomainEvent(ev.ASSIGNMENT_CANCELLED, state.key, state.key, state.assign))
+    sla = SlaEffect(state=state.key, warn_at=None, due_at=None) if state.sla_seconds else None
+    effects = Effects(spawns=spawns, cancel_assignments=state.assigned, sla=sla, completed=True)
+    return Outcome(action, state.key, state.key, COMPLETED, data, effects, tuple(events))
+
+
 def entry_effects(
     state: StateDef, ts: str, domain_events: list[DomainEvent]
 ) -> tuple[str | None, SlaEffect | None, str | None]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stateward.domain import events as ev
+from stateward.domain.autotransition import follow
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.joins import CHILD, child_done
 from stateward.domain.lifecycle import (
@@ -80,6 +81,8 @@ def apply(
     roles at the time are not reconstructed); every other rule still applies.
     """
     outcome = _apply(process, event, definition, authorize)
+    if plan_for(definition).auto:
+        outcome = follow(definition, process, outcome, event.ts, event.event_id, event.process_id)
     before = process.state if process is not None else None
     return arm_timers(definition, before, outcome, event.ts, timed=plan_for(definition).timed)
 

@@ -184,6 +184,12 @@ def _dead_ends(states: Mapping[str, StateDef], actions: list[ActionDef]) -> list
         for to in action.targets:
             exits.update(s for s in _sources(action, states) if s != to)
     exits.update(key for key, state in states.items() if state.await_ is not None)
+    # Past the last state, advance completes the instance (a generated completing action);
+    # a state routed on purpose (rules or auto_transition) is not reported for that.
+    routed = {k for k, s in states.items() if s.branch_rules or s.auto_transition}
+    exits.update(
+        s for action in actions if action.completes for s in action.from_states or () if s in routed
+    )
     exits.update(s for sources, to in _edges(states, actions) for s in sources if s != to)
     return [
         _warn(

@@ -17,6 +17,15 @@ Predicate = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], 
 
 AUDIENCES = ("team", "public", "system")
 MODES = ("form", "review", "delegated", "automated")
+#: How the next state is chosen (seed §4, §8): declarative rules, a routing hook, or a
+#: hook run on entry followed by the rules.
+SIMPLE = "simple"
+DYNAMIC = "dynamic"
+AUTOMATED = "automated"
+STAGE_TYPES = (SIMPLE, DYNAMIC, AUTOMATED)
+#: `stage_config.auto_assign` values.
+ROUND_ROBIN = "round_robin"
+AUTO_ASSIGN = (ROUND_ROBIN,)
 SYSTEM_ACTOR = "system"
 VISITOR_PREFIX = "visitor:"
 
@@ -131,6 +140,16 @@ class StateDef:
     await_: AwaitSpec | None = None
     #: DSL 2.1, terminal states of a child: data keys handed to the parent's `$child`.
     returns: tuple[str, ...] = ()
+    #: Stage type (`type`): simple | dynamic | automated (default: automated for a
+    #: `system` state with a hook, else simple).
+    stage_type: str = SIMPLE
+    #: `auto_transition: true`: on entry, leave at once by branch rules / ordinal + 1.
+    auto_transition: bool = False
+    #: `stage_config.on_advance`: a hook run by `advance` before routing (result merged).
+    on_advance: str | None = None
+    #: `stage_config.auto_assign`: "round_robin" gives each new assignment to the next
+    #: member of the team.
+    auto_assign: str | None = None
 
     @property
     def assigned(self) -> bool:
@@ -197,11 +216,15 @@ class ActionDef:
     routes: tuple[Route, ...] = ()
     #: Issue 15: the message whose publication performs this action (`message`).
     message: str | None = None
+    #: Generated ordinal + 1 fallback of the last state: advancing past the last state
+    #: completes the instance (it stays in that state, status `completed`).
+    completes: bool = False
 
     @property
     def moves(self) -> bool:
-        """True when the action leaves for another state (a `to`, routes or `$cancel`)."""
-        return self.to is not None or bool(self.routes)
+        """True when the action leaves its state (a `to`, routes, `$cancel`, or past the
+        last state)."""
+        return self.to is not None or bool(self.routes) or self.completes
 
     @property
     def targets(self) -> tuple[str, ...]:

@@ -41,6 +41,8 @@ class Plan:
     #: True when a value reads `{"$ref": "parent.*"}`: a spawn hands this workflow's
     #: children a copy of the parent's data (their `$parent`).
     reads_parent: bool = False
+    #: True when a state has `auto_transition` (the engine follows it on entry).
+    auto: bool = False
     #: (action key, from state) -> (effects, events) of a transition whose effects never
     #: depend on the event (no spawn/timers/SLA/hook); filled lazily by the engine.
     templates: dict[tuple[str, str], Any] = field(default_factory=dict)
@@ -72,6 +74,7 @@ def build_plan(definition: Definition) -> Plan:
         scoped=frozenset(key for key, a in definition.actions.items() if _holds_ref(a)),
         joins=any(s.await_ is not None for s in definition.states.values()),
         reads_parent=any(_holds_ref(a, "parent") for a in definition.actions.values()),
+        auto=any(s.auto_transition for s in definition.states.values()),
         timed=definition.idle_timeout is not None
         or any(s.timeout is not None for s in definition.states.values()),
     )

@@ -22,6 +22,7 @@ from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import resolve_hook
 from stateward.domain.references import parse_reference
 from stateward.domain.stages import parse_stage_extensions
+from stateward.domain.stagetypes import parse_stage_type, type_problems
 
 STATE_KEYS = (
     "label",
@@ -41,6 +42,9 @@ STATE_KEYS = (
     "timeout",
     "await",
     "returns",
+    "type",
+    "auto_transition",
+    "stage_config",
 )
 _TEXT_FIELDS = ("label", "description", "surface")
 
@@ -121,6 +125,9 @@ def _parse_state(
         form, form_problems = parse_form(entry["form"], pointer_join(at, "form"))
         found.extend(form_problems)
     hook = _check_hook(entry.get("hook"), pointer_join(at, "hook"), ctx, found)
+    staged = parse_stage_type(
+        entry, at, audience, lambda raw, where: _check_hook(raw, where, ctx, found), found
+    )
     rules: tuple[Any, ...] = ()
     if "branch_rules" in entry:
         rules, rule_problems = parse_rules(
@@ -144,8 +151,10 @@ def _parse_state(
         visible=tuple(visible),
         branch_rules=rules,
         **extra,
+        **staged,
     )
     found.extend(mode_problems(state, pointer_join(at, "mode")))
+    found.extend(type_problems(state, at))
     return state
 
 

@@ -18,6 +18,7 @@ from stateward.domain.effects import (
     assign_user,
     cancelled_by_action,
     collect_children,
+    completed_in_place,
     entry_effects,
     schedule_effects,
     spawn_effects,
@@ -44,6 +45,7 @@ from stateward.domain.model import (
     CANCEL_TARGET,
     COMPLETED,
     STALE,
+    SYSTEM_ACTOR,
     ActionDef,
     Actor,
     Definition,
@@ -59,6 +61,7 @@ from stateward.domain.routing import choose_route
 from stateward.domain.starting import check_start
 
 START = "$start"
+SYSTEM = Actor(id=SYSTEM_ACTOR)
 
 
 def start(
@@ -170,8 +173,14 @@ def advance(
         check_state_access(state, actor, process.claimed_by)
     actor_value: Mapping[str, Any] | None = None
     data = process.data
+    candidates = plan.candidates.get(process.state, ())
+    if state.form is not None and candidates:
+        # Seed §8 steps 3-4: the submission is validated and merged before routing, so
+        # branch rules and guards see it.
+        _check_form(state, input)
+        data = merge_submission(state, data, input)
     missing_roles: list[ActionDef] = []
-    for act in plan.candidates.get(process.state, ()):
+    for act in candidates:
         if authorize and not holds_role(act, actor):
             missing_roles.append(act)
             continue
@@ -228,11 +237,12 @@ def _execute(
 ) -> Outcome:
     """Steps 4–8 for an authorized action: form, when, mutate, then, effects."""
     key, to_key, bootstrap = act.key, act.to, plan.bootstrap
+    data = process.data
     if act.moves and to_key != CANCEL_TARGET and state.form is not None:  # a cancel fills no form
         _check_form(state, input)
+        data = merge_submission(state, data, input)
     if bootstrap:
         registry.check_input(plan.definition.namespace, key, input)
-    data = process.data
     actor_value: Mapping[str, Any] | None = None
     when_fn = act.when_fn
     if when_fn is not None and not guarded:
@@ -278,6 +288,8 @@ def _execute(
             )
     if to_key == CANCEL_TARGET:
         return cancelled_by_action(state, key, new, input, spawns)
+    if act.completes:
+        return completed_in_place(state, key, new, spawns)
     target = plan.definition.states.get(to_key) if to_key is not None else None
     personal = target is not None and target.assign_user is not None and to_key != from_key
     if not (spawns or act.schedule or act.unschedule or bootstrap or act.routes or personal):
@@ -299,6 +311,29 @@ def _execute(
     if personal and target is not None and not target.terminal:
         outcome = assign_user(outcome, target, new, input, actor_value or actor.as_value())
     return outcome
+
+
+def execute_generated(
+    plan: Plan, process: ProcessSnapshot, state: StateDef, act: ActionDef, ts: str, event_id: str
+) -> Outcome:
+    """A generated (routing) action performed by the system with no input; its rule
+    already held (`auto_transition`, hook routing)."""
+    return _execute(plan, process, state, act, {}, SYSTEM, ts, event_id, guarded=True)
+
+
+def merge_submission(
+    state: StateDef, data: Mapping[str, Any], input: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """Seed §8 step 4: the validated form fields merged (shallow) into the data; `state`
+    and `$`-keys are never taken from a submission."""
+    fields = input.get("fields")
+    if state.form is None or not isinstance(fields, Mapping) or not fields:
+        return data
+    merged = dict(data)
+    for name, value in fields.items():
+        if name != "state" and not name.startswith("$") and state.form.field(name) is not None:
+            merged[name] = value
+    return merged
 
 
 def _check_form(state: StateDef, input: Mapping[str, Any]) -> None:

@@ -60,7 +60,7 @@ def used(examples: dict[str, dict[str, Any]]) -> dict[str, set[Any]]:
                 seen["form"] |= {spec["type"], *spec}
             for rule in state.get("branch_rules", []):
                 seen["op"].add(rule.get("op", "*"))
-                target = rule["target"]
+                target = rule.get("target", rule.get("target_stage"))
                 seen["target"].add(
                     "ordinal"
                     if isinstance(target, int)
