@@ -21,9 +21,10 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
    `delivery_p99_ms_1000`); then the capacity (a burst of events, deliveries/s until all
    arrived) beside a raw websocket broadcast of frames of the same shape to the same
    number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`.
-6. `metrics_overhead` (not with `--quick`; `metrics_overhead_cpu` is the same ratio of server CPU
-   per action, plain ÷ observed, steadier on a shared box): a plain and an observed (`STATEWARD_METRICS=1`,
-   OTLP tracing to a local sink) server in alternating rounds (goal ≥ 0.9).
+6. `metrics_overhead` (not with `--quick`): a plain and an observed (`STATEWARD_METRICS=1`,
+   OTLP tracing to a local sink) server in alternating rounds (goal ≥ 0.9);
+   `metrics_overhead_cpu` is the same ratio of server CPU per action (plain ÷ observed),
+   steadier on a shared box.
 Usage: `python bench/api.py [--quick] [--json] [--only throughput|delivery|metrics_overhead]`;
 `--json` prints one JSON object last.
 """
