@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     _db(p)
     p.add_argument("--sign", action="store_true", help="sign a fresh one first (node key)")
 
-    p = sub.add_parser("key", help="rotate or revoke a key (signed registry events)")
+    p = sub.add_parser(
+        "key", help="rotate, revoke, trust or distrust a key (signed registry events)"
+    )
     keys = p.add_subparsers(dest="key_command", required=True)
     q = keys.add_parser("rotate", help="move a key's grants to a new key; retire the old one")
     _db(q)
@@ -84,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     _db(q)
     q.add_argument("--key-file", required=True, help="a system admin's key file")
     q.add_argument("key", help="the public key to revoke")
+    for verb, what in (("trust", "may attest events"), ("distrust", "attests nothing more")):
+        q = keys.add_parser(verb, help=f"a node key {what} (needs a system admin's key)")
+        _db(q)
+        q.add_argument("--key-file", required=True, help="a system admin's key file")
+        q.add_argument("key", help="the node's public key")
 
     p = sub.add_parser("log", help="export, restore and prove the deployment log")
     logs = p.add_subparsers(dest="log_command", required=True)

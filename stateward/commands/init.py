@@ -34,13 +34,15 @@ def load_or_create_key(path: str) -> KeyPair:
 
 async def _init(args: argparse.Namespace, keypair: KeyPair) -> int:
     async with cli_runtime(args) as runtime:
-        result = await init(runtime, keypair.public)
+        result = await init(runtime, keypair)
     if result.created:
         print(f"init: genesis written; admin {keypair.public}", file=sys.stderr)
     elif keypair.public not in result.admins:
         print(f"init: already initialized; {keypair.public} is not a system admin", file=sys.stderr)
     else:
         print("init: already initialized; nothing changed", file=sys.stderr)
+    if result.node_trusted:
+        print(f"init: trusted this node's key {runtime.node_public}", file=sys.stderr)
     print(f"net {result.net}")
     return 0
 

@@ -6,6 +6,10 @@ built and signed from key files (no envelope to copy by hand).
   grants move to NEW and OLD signs nothing more. Prints NEW's public key.
 - `key revoke --key-file ADMIN KEY [--db URL]`: a `revoke_key` event signed by a system
   admin: events signed by KEY from now on are refused; its history still verifies.
+- `key trust --key-file ADMIN NODE_KEY` / `key distrust --key-file ADMIN NODE_KEY`: a
+  `trust_node` / `distrust_node` event signed by a system admin: the node key may attest
+  events (sign for `system`, visitors and token users) from the next log index on, or no
+  longer.
 Exit 0 on success, 1 when the registry refuses the event, 2 on bad usage.
 """
 
@@ -45,9 +49,20 @@ async def _revoke(args: argparse.Namespace) -> str:
     return str(args.key)
 
 
+async def _node(args: argparse.Namespace) -> str:
+    from stateward.runtime.access.registry import distrust_node, trust_node
+
+    admin = read_key_file(args.key_file)
+    change = trust_node if args.key_command == "trust" else distrust_node
+    async with cli_runtime(args, register_node=False) as runtime:
+        await change(runtime, admin, args.key)
+    return str(args.key)
+
+
 def run(args: argparse.Namespace) -> int:
     """Sign and apply the key event; print the affected public key."""
-    action = _rotate if args.key_command == "rotate" else _revoke
+    actions = {"rotate": _rotate, "revoke": _revoke, "trust": _node, "distrust": _node}
+    action = actions[args.key_command]
     try:
         key = asyncio.run(action(args))
     except DomainError as exc:

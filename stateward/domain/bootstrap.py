@@ -20,6 +20,7 @@ from stateward.domain.paths import SYSTEM_NAMESPACE, is_namespace
 from stateward.domain.registry import (
     GOVERNANCE_ACTIONS,
     KEY_ACTIONS,
+    NODE_ACTIONS,
     validate_governance_input,
 )
 
@@ -39,6 +40,8 @@ _LABELS = {
     "unshare_module": "Withdraw a module share",
     "rotate_key": "Rotate key",
     "revoke_key": "Revoke key",
+    "trust_node": "Trust a node key",
+    "distrust_node": "Withdraw trust in a node key",
 }
 
 
@@ -60,6 +63,8 @@ def bootstrap_source(namespace: str) -> dict[str, Any]:
             "role": "admin",
             "from": ACTIVE_STATE,
         }
+        for name in NODE_ACTIONS:
+            actions[name] = {"label": _LABELS[name], "role": "admin", "from": ACTIVE_STATE}
     return {
         "$version": "2.0",
         "$path": bootstrap_path(namespace),
@@ -84,7 +89,7 @@ def bootstrap_definition(namespace: str) -> Definition:
 def governance_actions(namespace: str) -> tuple[str, ...]:
     """The action names of a namespace's registry (key actions only for `system`)."""
     if namespace == SYSTEM_NAMESPACE:
-        return (*GOVERNANCE_ACTIONS, *KEY_ACTIONS)
+        return (*GOVERNANCE_ACTIONS, *KEY_ACTIONS, *NODE_ACTIONS)
     return GOVERNANCE_ACTIONS
 
 

@@ -24,6 +24,10 @@ WORKFLOW_ACTIONS = ("add_workflow", "update_workflow", "remove_workflow")
 MODULE_ACTIONS = ("add_module", "update_module")
 ROLE_ACTIONS = ("grant_role", "revoke_role")
 KEY_ACTIONS = ("rotate_key", "revoke_key")
+#: System registry only (admin): a node key may attest events (sign for `system`,
+#: visitors and bearer-token users) from the event after `trust_node` until a
+#: `distrust_node`. Recorded as `nodes: {trusted: [key], distrusted: [key]}`.
+NODE_ACTIONS = ("trust_node", "distrust_node")
 #: Cross-namespace references are granted by the TARGET namespace, never assumed (issue
 #: 10): `allow_spawn {namespace}` lets workflows of that (consuming) namespace, and of the
 #: namespaces below it, spawn instances of this namespace's workflows (and those below);
@@ -114,7 +118,7 @@ def validate_governance_input(
                 bad("/name", "module names are lower-case segments `[a-z0-9][a-z0-9_-]*`")
     elif action == "rotate_key":
         text("new_key")
-    elif action == "revoke_key":
+    elif action == "revoke_key" or action in NODE_ACTIONS:
         text("key")
     return out
 
@@ -188,7 +192,32 @@ def reduce(
             data["webhook"] = {"url": input["url"], "signed": bool(input.get("secret"))}
     elif action in KEY_ACTIONS:
         _reduce_keys(action, data, input, actor)
+    elif action in NODE_ACTIONS:
+        _reduce_nodes(action, data, input["key"])
     return data
+
+
+def _reduce_nodes(action: str, data: dict[str, Any], key: str) -> None:
+    """trust_node adds `key` to `nodes.trusted` (and drops it from `nodes.distrusted`);
+    distrust_node does the opposite. Both lists stay sorted."""
+    nodes = data.get("nodes") or {}
+    trusted, distrusted = set(nodes.get("trusted") or ()), set(nodes.get("distrusted") or ())
+    if action == "trust_node":
+        trusted.add(key)
+        distrusted.discard(key)
+    else:
+        trusted.discard(key)
+        distrusted.add(key)
+    data["nodes"] = {"trusted": sorted(trusted), "distrusted": sorted(distrusted)}
+
+
+def trusted_nodes(system_data: Mapping[str, Any], legacy: frozenset[str]) -> frozenset[str]:
+    """The node keys the system registry's data trusts now: those of `trust_node` events,
+    plus the `legacy` keys (trusted before node trust was governed, migration 0006) that
+    no `distrust_node` withdrew."""
+    nodes = system_data.get("nodes") or {}
+    distrusted = frozenset(nodes.get("distrusted") or ())
+    return frozenset(nodes.get("trusted") or ()) | (legacy - distrusted)
 
 
 def _reduce_references(action: str, data: dict[str, Any], input: Mapping[str, Any]) -> None:

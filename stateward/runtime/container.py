@@ -271,10 +271,24 @@ def create_services(settings: Settings) -> Services:
 
 async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
     """On a deployment without a system registry, grant `admin` to the operator key in
-    `key_file` (generated, mode 0600, when missing). Does nothing on an initialized one."""
+    `key_file` (generated, mode 0600, when missing) and trust this node's key with it.
+    On an initialized one, trust this node's key when the log does not yet and the
+    operator key file is there (and a system admin); else warn that its attestations
+    will not verify."""
     async with runtime.uow(readonly=True) as uow:
-        if await uow.processes.get(registry_id(SYSTEM_NAMESPACE)) is not None:
-            return Bootstrap()
+        initialized = await uow.processes.get(registry_id(SYSTEM_NAMESPACE)) is not None
+    if initialized:
+        if not await runtime.node_trusted():
+            if key_file.exists():
+                await genesis.init(runtime, read_key_file(key_file))
+            if not await runtime.node_trusted():
+                log.warning(
+                    "node key %s is not trusted by the log: events it attests will fail "
+                    "`verify` until a system admin runs `stateward key trust %s`",
+                    runtime.node_public,
+                    runtime.node_public,
+                )
+        return Bootstrap()
     if key_file.exists():
         operator = read_key_file(key_file)
     else:
@@ -283,7 +297,7 @@ async def ensure_genesis(runtime: Runtime, key_file: Path) -> Bootstrap:
         with contextlib.suppress(FileExistsError):  # another node made it meanwhile
             write_key_file(key_file, operator)
         operator = read_key_file(key_file)
-    result = await genesis.init(runtime, operator.public)
+    result = await genesis.init(runtime, operator)
     return Bootstrap(created=result.created, operator_key_file=key_file, operator=operator.public)
 
 

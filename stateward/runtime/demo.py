@@ -83,6 +83,8 @@ def _workflows(root: Path) -> list[dict[str, Any]]:
 async def load_demo(runtime: Runtime, operator: KeyPair, examples: Path) -> DemoResult:
     """Deploy `examples` as `operator`, start the demo instances, issue a token."""
     result = DemoResult(token="", actor=operator.public)
+    if not await runtime.node_trusted():
+        await registry.trust_node(runtime, operator, runtime.node_public)
     namespaces = await _deploy_modules(runtime, operator, examples, result)
     await _deploy_workflows(runtime, operator, _workflows(examples), result)
     namespaces.update(p.rsplit("/", 1)[0] for p in result.deployed + result.unchanged)

@@ -107,7 +107,7 @@ async def open_stack(db_url: str, **settings: Any) -> tuple[Api, Any]:
     conf = Settings(database_url=db_url, **settings)
     runtime = await Runtime.open(conf, node_key=generate_keypair())
     admin = generate_keypair()
-    await init(runtime, admin.public)
+    await init(runtime, admin)
     token, _ = await create_api_token(runtime, admin.public, label="admin")
     services = Services(conf, runtime=runtime, relay_options={"sweep_interval": 0.2})
     app = create_app(conf, schema=create_schema(conf), services=services)

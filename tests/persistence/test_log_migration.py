@@ -34,7 +34,7 @@ async def test_an_old_database_gets_its_events_logged_in_id_order(db_url):
     operator = generate_keypair()
     rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
     try:
-        await init(rt, operator.public)
+        await init(rt, operator)
         await registry.deploy_workflow(rt, operator, FLOW)
         await registry.grant_role(rt, operator, "mig/log", generate_keypair().public, ["x"])
         before = await _log(rt)
@@ -57,5 +57,56 @@ async def test_an_old_database_gets_its_events_logged_in_id_order(db_url):
         after = await _log(rt)
     finally:
         await rt.close()
-    assert before[0][0] == 3
+    assert before[0][0] == 4  # genesis, trust_node, add_workflow, grant_role
     assert after == before
+
+
+async def test_the_unsigned_trusted_signers_row_becomes_legacy_trust_and_still_verifies(db_url):
+    """A database whose node key was trusted by the old `meta.trusted_signers` row (no
+    `trust_node` event) migrates: the row becomes `legacy_trusted_nodes`, verify (db and
+    offline) still passes, and a `distrust_node` withdraws the legacy trust."""
+    import json
+
+    from sqlalchemy import text
+
+    from stateward.runtime.core.commands import start_instance
+    from stateward.runtime.insight.logfile import export_lines, parse_lines
+    from stateward.runtime.insight.logverify import verify_database, verify_log
+
+    operator, node = generate_keypair(), generate_keypair()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=node)
+    try:
+        await init(rt, operator.public)  # the old way: nothing trusts the node key
+        await registry.deploy_workflow(rt, operator.public, FLOW)  # attested
+        assert not (await verify_database(rt)).valid
+    finally:
+        await rt.close()
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0005"))
+            await conn.execute(
+                text("INSERT INTO meta (key, value) VALUES ('trusted_signers', :v)"),
+                {"v": json.dumps([node.public])},
+            )
+        await init_schema(engine)
+        assert (
+            await current_revision(engine)
+            == ScriptDirectory.from_config(alembic_config()).get_current_head()
+        )
+    finally:
+        await engine.dispose()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=node)
+    try:
+        assert await rt.node_trusted()
+        assert (await verify_database(rt)).valid
+        lines = [x async for x in export_lines(rt)]
+        assert lines[0]["legacy_nodes"] == [node.public]
+        assert verify_log(parse_lines(json.dumps(x) for x in lines), workers=1).valid
+        await registry.distrust_node(rt, operator, node.public)
+        assert not await rt.node_trusted()
+        late = (await start_instance(rt, operator.public, FLOW["$path"], {})).record.id
+        report = await verify_database(rt)
+        assert {(p.process, p.code) for p in report.problems} == {(late, "BAD_SIGNATURE")}
+    finally:
+        await rt.close()

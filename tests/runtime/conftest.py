@@ -42,5 +42,5 @@ async def runtime(db_url: str, clock: ManualClock) -> AsyncIterator[Runtime]:
 @pytest.fixture
 async def admin_rt(runtime: Runtime, operator: KeyPair) -> Runtime:
     """The runtime after `init` granted `admin` to `operator`."""
-    await init(runtime, operator.public)
+    await init(runtime, operator)
     return runtime

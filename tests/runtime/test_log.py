@@ -103,7 +103,8 @@ async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(postg
     try:
         from stateward.runtime.access.genesis import init
 
-        await init(a, operator.public)
+        await init(a, operator)
+        await init(b, operator)  # trusts b's node key (a `trust_node` by the operator)
         desk = await Desk(a, operator).setup()
         await b.refresh_trusted()
         ids = [await desk.ticket_in_review() for _ in range(4)]

@@ -49,7 +49,7 @@ async def test_two_processes_fire_every_mark_timer_and_delivery_exactly_once(pos
     rt = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
     receiver = Receiver()
     try:
-        await init(rt, operator.public)
+        await init(rt, operator)
         desk = await Desk(rt, operator).setup(QUICK, TIMER)
         await set_webhook(rt, operator, DESK, receiver.url, "k")
         tickets, timers = [], []

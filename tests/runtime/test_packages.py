@@ -80,7 +80,7 @@ async def other_rt(
         node_key=generate_keypair(),
     )
     admin = generate_keypair()
-    await init(rt, admin.public)
+    await init(rt, admin)
     yield rt, admin
     await rt.close()
 

@@ -145,7 +145,7 @@ async def test_public_calls_are_rate_limited_per_ip(db_url, clock, operator):
         Settings(database_url=db_url, public_rate_limit=3), clock=clock, node_key=generate_keypair()
     )
     try:
-        await init(rt, operator.public)
+        await init(rt, operator)
         await Desk(rt, operator).setup(APPLY)
         entry = await start_public(rt, APPLY["$path"], {}, IP)
         await public_view(rt, entry.token, IP)

@@ -47,7 +47,7 @@ async def nodes(postgres_db_url: str) -> AsyncIterator[tuple[Runtime, Runtime, K
     a = await Runtime.open(settings, node_key=generate_keypair())
     b = await Runtime.open(settings, create_schema=False, node_key=generate_keypair())
     try:
-        await init(a, operator.public)
+        await init(a, operator)
         yield a, b, operator
     finally:
         await a.close()

@@ -28,8 +28,8 @@ async def test_an_untouched_deployment_verifies(admin_rt, operator):
     await _history(admin_rt, operator)
     report = await verify(admin_rt)
     assert report.valid, [p.line() for p in report.problems]
-    # system, case (allow_spawn + deploy), customer x2, instance, child
-    assert report.events_checked == 1 + 2 + 2 + 4 + 1
+    # system (genesis + trust_node), case (allow_spawn + deploy), customer x2, instance, child
+    assert report.events_checked == 2 + 2 + 2 + 4 + 1
 
 
 async def test_an_edited_event_input_is_reported_with_process_and_seq(admin_rt, operator):

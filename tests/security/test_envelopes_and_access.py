@@ -60,7 +60,7 @@ async def stack(db_url: str) -> AsyncIterator[Stack]:
     conf = Settings(database_url=db_url)
     runtime = await Runtime.open(conf, node_key=generate_keypair())
     operator = generate_keypair()
-    await init(runtime, operator.public)
+    await init(runtime, operator)
     services = Services(conf, runtime=runtime)
     app = create_app(conf, schema=create_schema(conf), services=services)
     async with app.router.lifespan_context(app):

@@ -30,7 +30,7 @@ from stateward.domain.errors import (
 )
 from stateward.domain.model import Outcome
 from stateward.domain.paths import split_path
-from stateward.domain.registry import grant_roles, validate_governance_input
+from stateward.domain.registry import NODE_ACTIONS, grant_roles, validate_governance_input
 from stateward.governance.keys import is_public_key
 from stateward.records import StoredEvent
 from stateward.runtime.core import references
@@ -53,6 +53,10 @@ async def op_governance(ctx: ActContext) -> Outcome:
             FORBIDDEN,
             f"{name} needs the admin role in namespace {namespace!r} (or a prefix, or system)",
         )
+    if name in NODE_ACTIONS and ctx.actor.is_system:
+        raise DomainError(
+            FORBIDDEN, f"{name} is an admin's own signed decision; the system actor cannot make it"
+        )
     if name in ("add_workflow", "update_workflow"):
         await _validate_workflow(ctx)
     elif name in ("add_module", "update_module"):
@@ -61,6 +65,10 @@ async def op_governance(ctx: ActContext) -> Outcome:
         _validate_grant(ctx.input)
     elif name == "rotate_key":
         _validate_new_key(ctx.input, ctx.actor.id)
+    elif name in NODE_ACTIONS:
+        key = ctx.input.get("key")
+        if not (isinstance(key, str) and is_public_key(key)):
+            raise DomainError(INVALID_INPUT, "`key` must be a node's public key", pointer="/key")
     outcome = apply_engine(ctx)
     ctx.after_event.append(lambda event: _materialize(ctx, event))
     return outcome

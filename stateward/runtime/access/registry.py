@@ -28,6 +28,7 @@ from stateward.domain.paths import (
     registry_id,
     split_path,
 )
+from stateward.domain.registry import NODE_ACTIONS
 from stateward.governance.keys import KeyPair
 from stateward.runtime.core.act import ActResult, act
 from stateward.runtime.core.commands import attest, sign_as
@@ -59,9 +60,13 @@ async def governance(
     process, workflow = registry_id(namespace), bootstrap_path(namespace)
     if isinstance(actor, KeyPair):
         signed = sign_as(runtime, actor, process, action, workflow, input)
-        return await act(runtime, signed, attested=False)
-    signed = attest(runtime, actor, process, action, workflow, input)
-    return await act(runtime, signed, attested=True)
+        result = await act(runtime, signed, attested=False)
+    else:
+        signed = attest(runtime, actor, process, action, workflow, input)
+        result = await act(runtime, signed, attested=True)
+    if action in NODE_ACTIONS:
+        await runtime.refresh_trusted()
+    return result
 
 
 def _namespace_of(definition: Mapping[str, Any]) -> str:
@@ -160,6 +165,16 @@ async def rotate_key(runtime: Runtime, actor: Signer, new_key: str) -> ActResult
     """`rotate_key` (system registry): the signer's grants move to `new_key`; the old key
     is refused for events stamped after the rotation."""
     return await governance(runtime, actor, SYSTEM_NAMESPACE, "rotate_key", {"new_key": new_key})
+
+
+async def trust_node(runtime: Runtime, actor: Signer, key: str) -> ActResult:
+    """`trust_node` (system registry, admin): `key` may attest events from now on."""
+    return await governance(runtime, actor, SYSTEM_NAMESPACE, "trust_node", {"key": key})
+
+
+async def distrust_node(runtime: Runtime, actor: Signer, key: str) -> ActResult:
+    """`distrust_node` (system registry, admin): events `key` attests from now on fail."""
+    return await governance(runtime, actor, SYSTEM_NAMESPACE, "distrust_node", {"key": key})
 
 
 async def revoke_key(runtime: Runtime, actor: Signer, key: str) -> ActResult:

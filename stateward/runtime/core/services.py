@@ -27,6 +27,8 @@ from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import NOT_FOUND, DomainError
 from stateward.domain.model import Definition
+from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
+from stateward.domain.registry import trusted_nodes
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.node_key import load_or_create_node_key
 from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
@@ -41,7 +43,10 @@ log = logging.getLogger(__name__)
 HANDOFF_EVERY = 1.0
 
 NET_KEY = "net"
-TRUSTED_SIGNERS_KEY = "trusted_signers"
+#: Node keys trusted before node trust was governed by `trust_node` events: migration
+#: 0006 renamed the old unsigned `trusted_signers` row to this one. They stay trusted
+#: (as if trusted from log index 0) until a `distrust_node`; nothing adds to the row.
+LEGACY_NODES_KEY = "legacy_trusted_nodes"
 
 #: After-commit publisher: receives the §9 bus messages (outbox rows with their ids).
 Publisher = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
@@ -184,12 +189,17 @@ class Runtime:
         return self.node_key.public
 
     async def refresh_trusted(self) -> frozenset[str]:
-        """Re-read the trusted server keys (other nodes may have registered theirs)."""
+        """Re-read the trusted server keys (an admin may have trusted another node): the
+        log's trusted node keys, plus this node's own key (a node always accepts what it
+        attests itself; `verify` is where an untrusted node's events fail)."""
         async with self.uow(readonly=True) as uow:
-            self.trusted_signers = frozenset(
-                _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY)) | {self.node_public}
-            )
+            self.trusted_signers = await log_trusted_nodes(uow) | {self.node_public}
         return self.trusted_signers
+
+    async def node_trusted(self) -> bool:
+        """Does the log trust this node's key (a `trust_node` event, or legacy trust)?"""
+        async with self.uow(readonly=True) as uow:
+            return self.node_public in await log_trusted_nodes(uow)
 
     async def publish(self, messages: Sequence[dict[str, Any]]) -> None:
         """Hand committed bus messages to every publisher; a failing publisher is logged
@@ -280,24 +290,32 @@ def _parse_list(text: str | None) -> set[str]:
     return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
 
 
+async def log_trusted_nodes(uow: UnitOfWork) -> frozenset[str]:
+    """The node keys the log trusts now: `nodes` of the system registry's data (written
+    by `trust_node` / `distrust_node` events) and the legacy keys not distrusted."""
+    system = await uow.processes.get(registry_id(SYSTEM_NAMESPACE))
+    legacy = frozenset(_parse_list(await uow.meta.get(LEGACY_NODES_KEY)))
+    return trusted_nodes(system.data if system is not None else {}, legacy)
+
+
+async def legacy_nodes(uow: UnitOfWork) -> frozenset[str]:
+    """The legacy trusted node keys (migration 0006; empty on a deployment made since)."""
+    return frozenset(_parse_list(await uow.meta.get(LEGACY_NODES_KEY)))
+
+
 async def _deployment_facts(
     factory: UnitOfWorkFactory, node_public: str, *, register: bool = True
 ) -> tuple[str, frozenset[str]]:
-    """(`net`, trusted signers): fixes `net` on first use and records this node's key.
-
-    Two nodes starting at once on PostgreSQL may race on the trusted list: the loser of
-    the insert retries on the fresh value.
-    """
+    """(`net`, trusted signers): fixes `net` on first use. Trust in node keys is no
+    longer written here: only `trust_node` events give it (`refresh_trusted`)."""
+    del register
     for attempt in range(5):
         try:
             async with factory() as uow:
                 net = await uow.meta.get_or_create(NET_KEY, uuid.uuid4().hex)
-                trusted = _parse_list(await uow.meta.get(TRUSTED_SIGNERS_KEY))
-                if register and node_public not in trusted:
-                    trusted.add(node_public)
-                    await uow.meta.set(TRUSTED_SIGNERS_KEY, json.dumps(sorted(trusted)))
+                trusted = await log_trusted_nodes(uow)
                 await uow.commit()
-            return net, frozenset(trusted | {node_public})
+            return net, trusted | {node_public}
         except IntegrityError:
             if attempt == 4:
                 raise

@@ -1,7 +1,7 @@
 """The exported deployment log (`stateward.log/1`, JSON Lines): write and read.
 
 Line 1 is the header `{"format": "stateward.log/1", "net", "size", "root",
-"trusted_signers"}`; then one line per event in log-index order
+"legacy_nodes"}`; then one line per event in log-index order
 `{"index", "process", "seq", "action", "version", "signer", "signature", "prev_hash",
 "hash", "envelope"}` (`envelope`: the exact RFC 8785 text that was signed; `action`: the
 stored action name, which differs from the envelope's for `$advance`; `version`: the
@@ -21,7 +21,7 @@ from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.logformat import LOG_FORMAT
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint
 from stateward.records import StoredEvent
-from stateward.runtime.core.services import Runtime
+from stateward.runtime.core.services import Runtime, legacy_nodes
 
 PAGE = 2000
 EVENT_KEYS = frozenset(
@@ -66,7 +66,9 @@ class LogFile:
     """A parsed export: header facts, events in file order, checkpoints in file order."""
 
     net: str
-    trusted_signers: frozenset[str]
+    #: Node keys trusted before trust was governed (migration 0006); files written
+    #: before that call the list `trusted_signers`.
+    legacy_nodes: frozenset[str]
     events: list[LogEvent] = field(default_factory=list)
     checkpoints: list[SignedCheckpoint] = field(default_factory=list)
     size: int = 0
@@ -91,15 +93,15 @@ def event_line(index: int, event: StoredEvent, version: int | None) -> LogEvent:
 
 async def export_lines(runtime: Runtime) -> AsyncIterator[dict[str, Any]]:
     """Every line of the export, in order (one read transaction, paged)."""
-    trusted = sorted(await runtime.refresh_trusted())
     async with runtime.uow(readonly=True) as uow:
+        legacy = sorted(await legacy_nodes(uow))
         size, root = await uow.log.head()
         yield {
             "format": LOG_FORMAT,
             "net": runtime.net,
             "size": size,
             "root": root,
-            "trusted_signers": trusted,
+            "legacy_nodes": legacy,
         }
         checkpoints = sorted(await uow.log.checkpoints(), key=lambda c: (c.size, c.id or 0))
         pending = [c for c in checkpoints if c.size <= size]
@@ -159,10 +161,12 @@ def parse_lines(lines: Iterable[str]) -> LogFile:
         if log is None:
             if obj.get("format") != LOG_FORMAT or not isinstance(obj.get("net"), str):
                 raise _bad(number, f"the first line must be the {LOG_FORMAT} header")
-            trusted = obj.get("trusted_signers") or []
+            legacy = obj.get("legacy_nodes", obj.get("trusted_signers")) or []
+            if not isinstance(legacy, list):
+                raise _bad(number, "legacy_nodes must be a list of node keys")
             log = LogFile(
                 net=obj["net"],
-                trusted_signers=frozenset(t for t in trusted if isinstance(t, str)),
+                legacy_nodes=frozenset(t for t in legacy if isinstance(t, str)),
                 size=int(obj.get("size") or 0),
                 root=str(obj.get("root") or ""),
             )

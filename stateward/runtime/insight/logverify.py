@@ -32,12 +32,14 @@ from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
 from stateward.governance.envelope import Envelope, SignedEnvelope
 from stateward.governance.keys import verify_signature
+from stateward.governance.node_trust import NodeTrust, admin_of, node_change
 from stateward.governance.verification import verify_envelope
 from stateward.runtime.core.kernel import evaluate, replay_name
 from stateward.runtime.insight.logfile import LogEvent, LogFile
 from stateward.runtime.insight.verify import (
     BAD_SIGNATURE,
     ENVELOPE_MISMATCH,
+    NODE_TRUST_FORBIDDEN,
     NOT_FOUND,
     REPLAY_FAILED,
     VerificationProblem,
@@ -137,6 +139,10 @@ class OfflineVerifier:
     latest: dict[str, int] = field(default_factory=dict)
     revoked_at: dict[str, int] = field(default_factory=dict)
     signature_ok: bool | None = None
+    trust: NodeTrust = field(default_factory=NodeTrust)
+
+    def __post_init__(self) -> None:
+        self.trust = NodeTrust(legacy=self.log.legacy_nodes)
 
     def problem(self, process: str, seq: int, code: str, message: str) -> None:
         self.report.problems.append(VerificationProblem(process, seq, code, message))
@@ -154,7 +160,7 @@ class OfflineVerifier:
                 self.event(event)
         self.report.events_checked = len(self.log.events)
         self.report.processes_checked = len(self.processes)
-        trusted = self.log.trusted_signers
+        trusted = frozenset(self.trust.ever)
         for n, cp in enumerate(self.log.checkpoints):
             self._checkpoint(tree, cp, f"checkpoint #{n + 1} of the file", trusted)
         if given is not None:
@@ -238,7 +244,7 @@ class OfflineVerifier:
                 SignedEnvelope(envelope, event.signer, event.signature),
                 net=self.log.net,
                 now=None,
-                trusted_signers=self.log.trusted_signers,
+                trusted_signers=self.trust.signers_for(event.process, event.seq, event.signer),
                 revoked=revoked,
                 signature_ok=self.signature_ok if same_bytes else None,
             )
@@ -250,6 +256,13 @@ class OfflineVerifier:
         before = state.snapshot
         name = replay_name(envelope.action.name, event.action)
         actor = Actor(id=envelope.actor, visitor=envelope.actor.startswith("visitor:"))
+        change = node_change(envelope.process, name, envelope.action.input)
+        if change is not None and not admin_of(before.data if before else None, actor.id):
+            self.problem(
+                event.process, event.seq, NODE_TRUST_FORBIDDEN,
+                f"{name} by {actor.id}, who is not a system admin",
+            )  # fmt: skip
+            change = None
         try:
             outcome = evaluate(
                 state.definition, before, name=name, input=envelope.action.input, actor=actor,
@@ -271,6 +284,8 @@ class OfflineVerifier:
             started_by=before.started_by if before else envelope.actor,
             automation_chain=chain,
         )
+        if change is not None:
+            self.trust.apply(*change)
         if state.kind_registry:
             self._governance(event, envelope)
 
@@ -369,7 +384,7 @@ async def verify_database(
     from stateward.runtime.insight.verify import verify
 
     report = await verify(runtime, on_start=on_start, on_process=on_process)
-    trusted = await runtime.refresh_trusted()
+    trusted = frozenset(report.trust.ever) if report.trust else frozenset()
     async with runtime.uow(readonly=True) as uow:
         kept = await uow.log.checkpoints()
         tree = TreeWalk(report, [c.size for c in kept] + ([checkpoint.size] if checkpoint else []))

@@ -23,12 +23,13 @@ from stateward.domain.errors import CONFLICT, INVALID_INPUT, DomainError
 from stateward.domain.logformat import checkpoint_bytes
 from stateward.governance.checkpoint import verify_checkpoint
 from stateward.governance.envelope import Envelope, SignedEnvelope, parse_ts
+from stateward.governance.node_trust import NodeTrust, node_change
 from stateward.governance.verification import verify_envelope
 from stateward.persistence import create_engine, init_schema
 from stateward.records import CheckpointRecord
 from stateward.runtime.core.act import act_verified
 from stateward.runtime.core.clock import ManualClock
-from stateward.runtime.core.services import NET_KEY, TRUSTED_SIGNERS_KEY, Runtime
+from stateward.runtime.core.services import LEGACY_NODES_KEY, NET_KEY, Runtime
 from stateward.runtime.insight.logfile import LogFile
 from stateward.settings import Settings
 
@@ -62,7 +63,8 @@ async def _prepare(settings: Settings, log: LogFile) -> None:
             if net is not None and net != log.net:
                 raise DomainError(CONFLICT, f"the database belongs to deployment {net}")
             await uow.meta.set(NET_KEY, log.net)
-            await uow.meta.set(TRUSTED_SIGNERS_KEY, json.dumps(sorted(log.trusted_signers)))
+            if log.legacy_nodes:
+                await uow.meta.set(LEGACY_NODES_KEY, json.dumps(sorted(log.legacy_nodes)))
             await uow.commit()
     finally:
         await engine.dispose()
@@ -81,6 +83,7 @@ async def restore(settings: Settings, log: LogFile) -> RestoreReport:
                 children[event.process] = _signed(event.envelope, event.signer, event.signature)
         runtime.restoring = dict(children)
         done: set[str] = set()
+        trust = NodeTrust(legacy=log.legacy_nodes)
         for event in log.events:
             key = f"{event.process}/{event.seq}"
             if (
@@ -92,7 +95,8 @@ async def restore(settings: Settings, log: LogFile) -> RestoreReport:
                     raise _diverged(event.index, "spawned child was not recreated by its parent")
                 continue  # written by its parent's event, with this very envelope
             signed = _signed(event.envelope, event.signer, event.signature)
-            verify_envelope(signed, net=log.net, now=None, trusted_signers=runtime.trusted_signers)
+            trusted = trust.signers_for(event.process, event.seq, event.signer)
+            verify_envelope(signed, net=log.net, now=None, trusted_signers=trusted)
             now = signed.envelope.timestamp
             clock.set(now)
             result = await act_verified(
@@ -101,10 +105,14 @@ async def restore(settings: Settings, log: LogFile) -> RestoreReport:
             if result.duplicate or result.event.hash != event.hash:
                 raise _diverged(event.index, f"event {key} came out different")
             done.update(c.id for c in result.children)
+            action = signed.envelope.action
+            change = node_change(event.process, action.name, action.input)
+            if change is not None:  # the write path checked the admin
+                trust.apply(*change)
         copied = 0
         async with runtime.uow() as uow:
             for cp in log.checkpoints:
-                verify_checkpoint(cp, net=log.net, trusted=runtime.trusted_signers)
+                verify_checkpoint(cp, net=log.net, trusted=frozenset(trust.ever))
                 await uow.log.add_checkpoint(
                     CheckpointRecord(
                         id=None, size=cp.size, root=cp.root, ts=parse_ts(cp.ts),

@@ -12,6 +12,7 @@ Every finding names its process and seq; nothing stops at the first one.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +25,18 @@ from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.governance.chain import GENESIS_PREV, ChainLink, verify_chain
 from stateward.governance.envelope import Envelope, SignedEnvelope, parse_ts
 from stateward.governance.keys import is_public_key
+from stateward.governance.node_trust import (
+    SYSTEM_REGISTRY,
+    NodeTrust,
+    admin_of,
+    is_genesis,
+    node_change,
+)
 from stateward.governance.verification import verify_envelope
 from stateward.persistence import UnitOfWork
 from stateward.records import REGISTRY, KeyStatusRecord, ProcessRecord, StoredEvent
 from stateward.runtime.core.kernel import evaluate, replay_name
-from stateward.runtime.core.services import Runtime
+from stateward.runtime.core.services import Runtime, legacy_nodes
 
 ENVELOPE_MISMATCH = "ENVELOPE_MISMATCH"
 BAD_SIGNATURE = "BAD_SIGNATURE"
@@ -42,6 +50,7 @@ GRANTS_MISMATCH = "GRANTS_MISMATCH"
 WORKFLOW_MISMATCH = "WORKFLOW_MISMATCH"
 MODULE_MISMATCH = "MODULE_MISMATCH"
 NOT_FOUND = "NOT_FOUND"
+NODE_TRUST_FORBIDDEN = "NODE_TRUST_FORBIDDEN"
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ class VerificationReport:
     events_checked: int = 0
     processes_checked: int = 0
     problems: list[VerificationProblem] = field(default_factory=list)
+    #: Node trust as the system registry's events left it (checkpoint signers).
+    trust: NodeTrust | None = None
 
     @property
     def valid(self) -> bool:
@@ -92,9 +103,17 @@ async def verify(
 
     `on_start(count)` and `on_process()` report progress (the CLI's progress bar)."""
     report = VerificationReport()
-    trusted = await runtime.refresh_trusted()
     async with runtime.uow(readonly=True) as uow:
+        timeline = await trust_timeline(uow)
+        report.trust = timeline.final()
         ids = [process_id] if process_id is not None else await uow.processes.all_ids()
+        if SYSTEM_REGISTRY in ids:  # its trust events are reported once, with it
+            ids.remove(SYSTEM_REGISTRY)
+            ids.insert(0, SYSTEM_REGISTRY)
+            for seq, message in timeline.forbidden:
+                report.problems.append(
+                    VerificationProblem(SYSTEM_REGISTRY, seq, NODE_TRUST_FORBIDDEN, message)
+                )
         if on_start is not None:
             on_start(len(ids))
         for pid in ids:
@@ -102,7 +121,7 @@ async def verify(
             if record is None:
                 report.problems.append(VerificationProblem(pid, 0, NOT_FOUND, "no such process"))
                 continue
-            checker = _ProcessCheck(runtime, uow, record, trusted, report)
+            checker = _ProcessCheck(runtime, uow, record, timeline, report)
             await checker.run()
             report.processes_checked += 1
             if on_process is not None:
@@ -118,11 +137,11 @@ class _ProcessCheck:
         runtime: Runtime,
         uow: UnitOfWork,
         record: ProcessRecord,
-        trusted: frozenset[str],
+        trust: TrustTimeline,
         report: VerificationReport,
     ) -> None:
         self.runtime, self.uow, self.record = runtime, uow, record
-        self.trusted, self.report = trusted, report
+        self.trust, self.report = trust, report
 
     def problem(self, seq: int, code: str, message: str) -> None:
         self.report.problems.append(VerificationProblem(self.record.id, seq, code, message))
@@ -189,7 +208,7 @@ class _ProcessCheck:
                 signed_env,
                 net=self.runtime.net,
                 now=None,
-                trusted_signers=self.trusted,
+                trusted_signers=self.trust.at(event),
                 revoked=_revoked_after(statuses, event),
             )
         except DomainError as exc:
@@ -304,6 +323,69 @@ class _ProcessCheck:
             module = await uow.modules.get(ns, name)
             if module is None or module.version != info["version"] or module.hash != info["hash"]:
                 self.problem(0, MODULE_MISMATCH, f"module {ns}/{name} differs from the registry")
+
+
+@dataclass
+class TrustTimeline:
+    """The node keys trusted before each event (by event id, like key revocation): the
+    legacy keys, then the admin-signed `trust_node` / `distrust_node` events of the
+    system registry in order. `forbidden`: (seq, message) of node events by non-admins
+    (ignored)."""
+
+    legacy: frozenset[str] = frozenset()
+    changes: list[tuple[int, str, bool]] = field(default_factory=list)
+    forbidden: list[tuple[int, str]] = field(default_factory=list)
+    _sets: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    def _upto(self, count: int) -> NodeTrust:
+        trust = NodeTrust(legacy=self.legacy)
+        for _id, key, trusted in self.changes[:count]:
+            trust.apply(key, trusted)
+        return trust
+
+    def at(self, event: StoredEvent) -> frozenset[str]:
+        """The trusted signers for `event` (the genesis vouches for its own signer)."""
+        ids = [c[0] for c in self.changes]
+        count = bisect_left(ids, event.id) if event.id is not None else len(ids)
+        if count not in self._sets:
+            self._sets[count] = self._upto(count).current()
+        current = self._sets[count]
+        return current | {event.signer} if is_genesis(event.process_id, event.seq) else current
+
+    def final(self) -> NodeTrust:
+        """The trust after every event."""
+        return self._upto(len(self.changes))
+
+
+async def trust_timeline(uow: UnitOfWork) -> TrustTimeline:
+    """Replay the system registry to find its admin-signed node trust events."""
+    timeline = TrustTimeline(legacy=await legacy_nodes(uow))
+    record = await uow.processes.get(SYSTEM_REGISTRY)
+    if record is None:
+        return timeline
+    definition, snapshot = bootstrap_definition(SYSTEM_NAMESPACE), None
+    for event in await uow.events.for_process(SYSTEM_REGISTRY):
+        try:
+            envelope = Envelope.from_json(loads_strict(event.envelope))
+            name = replay_name(envelope.action.name, event.action)
+            change = node_change(SYSTEM_REGISTRY, name, envelope.action.input)
+            if change is not None:
+                if admin_of(snapshot.data if snapshot else None, envelope.actor):
+                    timeline.changes.append((event.id or 0, *change))
+                else:
+                    timeline.forbidden.append(
+                        (event.seq, f"{name} by {envelope.actor}, who is not a system admin")
+                    )
+            outcome = evaluate(
+                definition, snapshot, name=name, input=envelope.action.input,
+                actor=Actor(id=envelope.actor), ts=envelope.ts,
+                event_id=envelope.identity(), process_id=envelope.process, authorize=False,
+            )  # fmt: skip
+        except DomainError:
+            break  # the process check reports it
+        snapshot = _after(record, snapshot, outcome, envelope)
+    timeline.changes.sort(key=lambda c: c[0])
+    return timeline
 
 
 def _after(
