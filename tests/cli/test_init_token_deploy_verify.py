@@ -50,7 +50,7 @@ def test_keygen_init_token_deploy_verify_round_trip(db_url: str, tmp_path: Path)
     second = _run(tmp_path, "init", "--db", db_url, "--key-file", str(key))
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout  # same `net`
-    assert _count_events(db_url) == events == 1
+    assert _count_events(db_url) == events == 2  # genesis + trust_node of the node key
 
     token = _run(tmp_path, "token", "--key-file", str(key), "--db", db_url, "--label", "ci")
     assert token.returncode == 0, token.stderr
