@@ -153,7 +153,7 @@ class RuntimeMachine(RuleBasedStateMachine):
     @initialize()
     def deploy(self) -> None:
         async def setup() -> None:
-            await init(self.rt, self.admin)
+            await init(self.rt, self.operator)
             await registry.deploy_workflow(self.rt, self.operator, FLOW)
             for analyst in self.analysts:
                 await registry.grant_role(self.rt, self.operator, NAMESPACE, analyst, ["analyst"])
