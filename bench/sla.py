@@ -97,7 +97,7 @@ async def measure(url: str, total: int, rounds: int) -> dict[str, float]:
     rt = await Runtime.open(Settings(database_url=url), clock=clock, node_key=generate_keypair())
     try:
         operator = generate_keypair()
-        await init(rt, operator.public)
+        await init(rt, operator)
         await deploy_workflow(rt, operator, WORKFLOW)
         due = await _fill(rt, total, clock.now())
         scans, queries, idle = [], [], []

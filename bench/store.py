@@ -72,7 +72,7 @@ async def _events(
     """(events/s, bytes of one event row) for `n` ticks through `act` (instances started
     with `data`; the CPU seconds of the ticks appended to `cpu` when given)."""
     operator = generate_keypair()
-    await init(rt, operator.public)
+    await init(rt, operator)
     await registry.deploy_workflow(rt, operator, COUNTER)
     ids = [
         (await start_instance(rt, operator.public, COUNTER["$path"], data)).record.id

@@ -59,7 +59,7 @@ async def _write(url: str, n: int, *, batches: int = 1) -> tuple[Runtime, float]
     """A runtime with `n` ticks written through `act` (group commit); (runtime, events/s)."""
     rt = await Runtime.open(Settings(database_url=url), node_key=generate_keypair())
     operator = generate_keypair()
-    await init(rt, operator.public)
+    await init(rt, operator)
     await registry.deploy_workflow(rt, operator, COUNTER)
     ids = [
         (await start_instance(rt, operator.public, COUNTER["$path"])).record.id
