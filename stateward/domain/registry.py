@@ -213,7 +213,7 @@ def _reduce_nodes(action: str, data: dict[str, Any], key: str) -> None:
 
 def trusted_nodes(system_data: Mapping[str, Any], legacy: frozenset[str]) -> frozenset[str]:
     """The node keys the system registry's data trusts now: those of `trust_node` events,
-    plus the `legacy` keys (trusted before node trust was governed, migration 0008) that
+    plus the `legacy` keys (trusted before node trust was governed, migration 0009) that
     no `distrust_node` withdrew."""
     nodes = system_data.get("nodes") or {}
     distrusted = frozenset(nodes.get("distrusted") or ())

@@ -5,7 +5,7 @@ trusted from the event after a `trust_node` of the system registry until a
 `distrust_node`; both are an admin's own signed decision. Two exceptions, both fixed in
 the log: the genesis (seq 1 of `system-registry`, the event that founds the deployment)
 may be attested by any key, and the legacy keys of a deployment made before node trust
-was governed (migration 0008, the export header's `legacy_nodes`) count as trusted from
+was governed (migration 0009, the export header's `legacy_nodes`) count as trusted from
 the start until a `distrust_node`. `NodeTrust` follows a log in order; verifiers ask it
 before each event and tell it about each system-registry event after.
 """

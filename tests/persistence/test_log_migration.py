@@ -84,7 +84,7 @@ async def test_the_unsigned_trusted_signers_row_becomes_legacy_trust_and_still_v
     engine = create_engine(db_url)
     try:
         async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0007"))
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0008"))
             await conn.execute(
                 text("INSERT INTO meta (key, value) VALUES ('trusted_signers', :v)"),
                 {"v": json.dumps([node.public])},

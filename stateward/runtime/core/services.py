@@ -44,7 +44,7 @@ HANDOFF_EVERY = 1.0
 
 NET_KEY = "net"
 #: Node keys trusted before node trust was governed by `trust_node` events: migration
-#: 0008 renamed the old unsigned `trusted_signers` row to this one. They stay trusted
+#: 0009 renamed the old unsigned `trusted_signers` row to this one. They stay trusted
 #: (as if trusted from log index 0) until a `distrust_node`; nothing adds to the row.
 LEGACY_NODES_KEY = "legacy_trusted_nodes"
 
@@ -299,7 +299,7 @@ async def log_trusted_nodes(uow: UnitOfWork) -> frozenset[str]:
 
 
 async def legacy_nodes(uow: UnitOfWork) -> frozenset[str]:
-    """The legacy trusted node keys (migration 0008; empty on a deployment made since)."""
+    """The legacy trusted node keys (migration 0009; empty on a deployment made since)."""
     return frozenset(_parse_list(await uow.meta.get(LEGACY_NODES_KEY)))
 
 

@@ -66,7 +66,7 @@ class LogFile:
     """A parsed export: header facts, events in file order, checkpoints in file order."""
 
     net: str
-    #: Node keys trusted before trust was governed (migration 0008); files written
+    #: Node keys trusted before trust was governed (migration 0009); files written
     #: before that call the list `trusted_signers`.
     legacy_nodes: frozenset[str]
     events: list[LogEvent] = field(default_factory=list)

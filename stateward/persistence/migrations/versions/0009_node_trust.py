@@ -1,7 +1,7 @@
 """Node trust is governed by signed `trust_node` / `distrust_node` events (issue 12).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30
 
 Before this revision every node that opened the database appended its key to the
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
