@@ -166,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="run a benchmark from bench/")
     p.add_argument(
-        "name", choices=["engine", "store", "api", "sla", "verify"], help="bench/NAME.py"
+        "name",
+        choices=["engine", "store", "api", "sla", "verify", "operations"],
+        help="bench/NAME.py",
     )
     p.add_argument("--quick", action="store_true", help="a shorter run")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")

@@ -91,7 +91,7 @@ async def test_running_a_batch_again_applies_nothing_twice(desk):
         await uow.commit()
     stale = bulk.Progress()
     for item in items[:2]:
-        status, _, _ = await bulk._apply(desk.rt, batch, item)
+        status, _, _ = await bulk._apply(desk.rt, batch, item, await desk.process(item.process_id))
         assert status == "succeeded"
         stale.succeeded += 1
     assert (await bulk.process(desk.rt, batch.id)).succeeded == 0  # the lease still holds

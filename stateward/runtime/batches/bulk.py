@@ -251,12 +251,13 @@ def _signed(runtime: Runtime, batch: BatchRecord, process: ProcessRecord) -> Sig
     return sign_envelope(envelope, runtime.node_key)
 
 
+Outcome = tuple[str, str | None, str | None]
+
+
 async def _apply(
-    runtime: Runtime, batch: BatchRecord, item: BatchItemRecord
-) -> tuple[str, str | None, str | None]:
+    runtime: Runtime, batch: BatchRecord, item: BatchItemRecord, process: ProcessRecord | None
+) -> Outcome:
     """(status, code, message) of one item's event."""
-    async with runtime.uow(readonly=True) as uow:
-        process = await uow.processes.get(item.process_id)
     if process is None:
         return FAILED, NOT_FOUND, "the instance does not exist"
     try:
@@ -296,22 +297,26 @@ async def process(
         if not items:
             break
         progress.pages += 1
-        for item in items:
-            status, code, message = await _apply(runtime, batch, item)
-            async with runtime.uow() as uow:
+        async with runtime.uow(readonly=True) as uow:
+            rows = await uow.processes.processes_by_ids(i.process_id for i in items)
+        # The page's events go through `act` together: group commit writes them in few
+        # transactions (each instance still gets its own signed event).
+        outcomes = await asyncio.gather(
+            *(_apply(runtime, batch, item, rows.get(item.process_id)) for item in items)
+        )
+        async with runtime.uow() as uow:
+            at = runtime.clock.now()
+            for item, (status, code, message) in zip(items, outcomes, strict=True):
                 if status == PENDING:  # transient: give it back
-                    won = await uow.batches.release(item, node)
-                    progress.released += int(won)
-                else:
-                    won = await uow.batches.finish_item(
-                        item, status, runtime.clock.now(), node, code, message
-                    )
-                    if won and status == SUCCEEDED:
-                        progress.succeeded += 1
-                    elif won:
-                        progress.failed += 1
-                        progress.errors.append((item.process_id, str(code)))
-                await uow.commit()
+                    progress.released += int(await uow.batches.release(item, node))
+                    continue
+                won = await uow.batches.finish_item(item, status, at, node, code, message)
+                if won and status == SUCCEEDED:
+                    progress.succeeded += 1
+                elif won:
+                    progress.failed += 1
+                    progress.errors.append((item.process_id, str(code)))
+            await uow.commit()
         await _count(runtime, batch_id)
     progress.done = await _finish(runtime, batch_id)
     return progress

@@ -1,0 +1,184 @@
+"""Operating instances at scale (issue 15): bulk operations and message correlation.
+
+- `cancel_per_s`: a `bulkCancel` batch over 10,000 active instances, processed by one node
+  (pages of 100, one `$cancel` event per instance through `act`), instances per second.
+- `migrate_per_s`: the same with `bulkMigrate` to version 2 (`$migrate` events), when the
+  migration operation is installed (`null` otherwise).
+- `correlate_ms_10k` / `correlate_ms_200k`: the latency of one `publishMessage` with 10k
+  and with 200k instances waiting for the message (each with its own correlation key), the
+  message matching one of them (median of the rounds; includes the delivery's event).
+  `correlate_ratio` is the second over the first: the lookup is an index on
+  `(name, correlation_key)`, so the goal is under 2.
+
+Instance rows (and, for correlation, their `message_waits` rows) are bulk-inserted with SQL
+(not measured). Usage: `python bench/operations.py [--quick] [--json] [--rounds N]`;
+SQLite in a temporary folder. `--quick` (CI size): 1,000-instance batches, 2k and 20k
+waiting instances. `--json` prints one object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert
+
+from stateward.governance.keys import generate_keypair
+from stateward.observe.progress import progress
+from stateward.persistence.messages import W
+from stateward.persistence.processes import P
+from stateward.runtime.access.genesis import init
+from stateward.runtime.access.registry import deploy_workflow, update_workflow
+from stateward.runtime.batches import bulk
+from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.messages import correlate
+from stateward.settings import Settings
+
+NAMESPACE = "bench/ops"
+CHUNK = 5000
+ORDER: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": f"{NAMESPACE}/order",
+    "initial": "waiting",
+    "correlation": {"paid": "data.order"},
+    "states": {
+        "waiting": {"label": "Waiting for payment"},
+        "paid": {"label": "Paid", "terminal": True},
+    },
+    "actions": {"pay": {"label": "Pay", "from": "waiting", "to": "paid", "message": "paid"}},
+}
+
+
+def _row(pid: str, key: str, now: datetime) -> dict[str, Any]:
+    return {
+        "id": pid, "kind": "instance", "namespace": NAMESPACE, "workflow": ORDER["$path"],
+        "workflow_version": 1, "data": {"state": "waiting", "order": key}, "state": "waiting",
+        "status": "active", "seq": 0, "state_entered_at": now, "last_event_at": now,
+        "created_at": now, "updated_at": now, "automation_chain": 0,
+    }  # fmt: skip
+
+
+async def _open(url: str) -> tuple[Runtime, str]:
+    clock = ManualClock(datetime.now(UTC))
+    rt = await Runtime.open(Settings(database_url=url), clock=clock, node_key=generate_keypair())
+    operator = generate_keypair()
+    await init(rt, operator.public)
+    await deploy_workflow(rt, operator, ORDER)
+    await update_workflow(rt, operator, {**ORDER, "$description": "v2"})  # version 2
+    return rt, operator.public
+
+
+async def _fill(rt: Runtime, total: int, *, waits: bool, label: str) -> list[str]:
+    """Insert `total` instances waiting for `paid` (keys `k-0`…), optionally indexed."""
+    now = rt.clock.now()
+    ids: list[str] = []
+    async with rt.engine.begin() as conn:
+        with progress(f"seeding {total} {label}", total=total) as bar:
+            for start in range(0, total, CHUNK):
+                size = min(CHUNK, total - start)
+                part = [(str(uuid.uuid4()), f"k-{start + i}") for i in range(size)]
+                await conn.execute(insert(P), [_row(pid, key, now) for pid, key in part])
+                if waits:
+                    rows = [
+                        {"process_id": pid, "name": "paid", "correlation_key": key,
+                         "action": "pay", "namespace": NAMESPACE}
+                        for pid, key in part
+                    ]  # fmt: skip
+                    await conn.execute(insert(W), rows)
+                ids.extend(pid for pid, _ in part)
+                bar.advance(size)
+        await conn.exec_driver_sql("ANALYZE")
+    return ids
+
+
+async def bulk_rate(url: str, total: int, kind: str, params: dict[str, Any]) -> float | None:
+    """Instances per second of one batch of `kind` over `total` instances."""
+    if kind not in bulk.BUILDERS:
+        return None
+    rt, admin = await _open(url)
+    try:
+        ids = await _fill(rt, total, waits=False, label=f"instances ({kind})")
+        batch = await bulk.create(rt, admin, kind, params, ids)
+        started = time.perf_counter()
+        progress_ = await bulk.process(rt, batch.id)
+        elapsed = time.perf_counter() - started
+        assert progress_.done and progress_.succeeded == total, progress_
+        return total / elapsed
+    finally:
+        await rt.close()
+
+
+async def correlate_ms(url: str, total: int, rounds: int) -> float:
+    """Median ms of a publish matching one of `total` waiting instances."""
+    rt, admin = await _open(url)
+    try:
+        await _fill(rt, total, waits=True, label="waiting instances")
+        timings = []
+        for n in range(rounds):
+            key = f"k-{(n * 7919) % total}"
+            started = time.perf_counter()
+            result = await correlate.publish(rt, admin, NAMESPACE, "paid", key, {"n": n})
+            timings.append((time.perf_counter() - started) * 1000)
+            assert len(result.delivered) == 1, result
+        return statistics.median(timings)
+    finally:
+        await rt.close()
+
+
+async def run(folder: Path, batch: int, sizes: tuple[int, int], rounds: int) -> dict[str, Any]:
+    """Every figure, each on a fresh SQLite database in `folder`."""
+
+    def url(name: str) -> str:
+        return f"sqlite+aiosqlite:///{folder}/{name}.db"
+
+    cancel = await bulk_rate(url("cancel"), batch, "cancel", {"reason": "bench"})
+    migrate = await bulk_rate(url("migrate"), batch, "migrate", {"toVersion": 2})
+    small = await correlate_ms(url("corr-small"), sizes[0], rounds)
+    large = await correlate_ms(url("corr-large"), sizes[1], rounds)
+    return {
+        "cancel_per_s": None if cancel is None else round(cancel, 1),
+        "migrate_per_s": None if migrate is None else round(migrate, 1),
+        "correlate_ms_10k": round(small, 2),
+        "correlate_ms_200k": round(large, 2),
+        "correlate_ratio": round(large / small, 3),
+        "batch": batch,
+        "waiting": list(sizes),
+        "rounds": rounds,
+        "backend": "sqlite",
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main() -> None:
+    """Parse arguments, run the benchmark, print the figures (and the JSON line)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CI size: 1k batch, 2k/20k waiting")
+    parser.add_argument("--json", action="store_true", help="print a JSON object last")
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    batch = 1_000 if args.quick else 10_000
+    sizes = (2_000, 20_000) if args.quick else (10_000, 200_000)
+    rounds = args.rounds or (5 if args.quick else 15)
+    folder = Path(tempfile.mkdtemp(prefix="stateward-bench-ops-"))
+    out = asyncio.run(run(folder, batch, sizes, rounds))
+    print(f"bulk cancel: {out['cancel_per_s']} instances/s ({batch} instances)")
+    print(f"bulk migrate: {out['migrate_per_s']} instances/s ({batch} instances)")
+    print(f"publish: {out['correlate_ms_10k']} ms with {sizes[0]} waiting, "
+          f"{out['correlate_ms_200k']} ms with {sizes[1]}: ratio {out['correlate_ratio']} "
+          "(goal < 2)")  # fmt: skip
+    if args.json:
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
