@@ -48,8 +48,8 @@ from stateward.governance.keys import generate_keypair
 from stateward.persistence.models import Event, Process
 from stateward.persistence.uow import DbTimeouts, UnitOfWorkFactory
 from stateward.records import INSTANCE, ProcessRecord
-from stateward.runtime.access.tokens import create_api_token
 from stateward.runtime.access.genesis import init
+from stateward.runtime.access.tokens import create_api_token
 from stateward.runtime.container import Services
 from stateward.runtime.core.services import Runtime
 from stateward.schema.root import create_schema
@@ -116,6 +116,10 @@ async def _timed(call: Any, repeats: int, warmups: int = 3) -> float:
     return statistics.median(samples)
 
 
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
 def _raw_events_app(rt: Runtime) -> Starlette:
     table = Event.__table__
 
@@ -125,10 +129,7 @@ def _raw_events_app(rt: Runtime) -> Starlette:
             rows = await uow.session.execute(
                 select(table).where(table.c.process_id == pid).order_by(table.c.seq).limit(1000)
             )
-            items = [
-                {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r._mapping.items()}
-                for r in rows
-            ]
+            items = [{k: _plain(v) for k, v in r._mapping.items()} for r in rows]
         return JSONResponse(items)
 
     return Starlette(routes=[Route("/events", read)])

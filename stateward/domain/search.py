@@ -163,3 +163,16 @@ class AssignmentSearch:
     min_priority: int | None = None
     namespace: str | None = None
     process: str | None = None
+
+
+#: What `instanceCounts` / `assignmentCounts` may group by.
+INSTANCE_GROUPS = ("WORKFLOW", "STATE", "STATUS")
+ASSIGNMENT_GROUPS = ("TEAM", "STATUS", "ASSIGNEE")
+
+
+def check_groups(groups: tuple[str, ...], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """`groups` without repeats, each one of `allowed` (INVALID_INPUT at `/groupBy`)."""
+    if not groups or len(set(groups)) != len(groups) or not set(groups) <= set(allowed):
+        raise _bad(f"groupBy takes 1 to {len(allowed)} distinct of {', '.join(allowed)}",
+                   "/groupBy")  # fmt: skip
+    return groups

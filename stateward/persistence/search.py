@@ -35,7 +35,12 @@ from sqlalchemy.dialects.postgresql import JSONB, JSONPATH
 from sqlalchemy.sql.elements import ColumnElement
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
-from stateward.domain.search import DataCondition, InstanceSearch, Ordering
+from stateward.domain.search import (
+    AssignmentSearch,
+    DataCondition,
+    InstanceSearch,
+    Ordering,
+)
 from stateward.persistence.base import Repository
 from stateward.persistence.keyset import SortKey, after, order_by
 from stateward.persistence.models import Process
@@ -274,6 +279,56 @@ class SearchRepository(Repository):
             .limit(limit)
         )
         return list((await self.session.execute(stmt)).scalars())
+
+
+MAX_GROUPS = 1000
+
+
+class CountRepository(Repository):
+    """Aggregates for dashboards: GROUP BY in SQL, at most `MAX_GROUPS` rows."""
+
+    async def instance_counts(
+        self, search: InstanceSearch, groups: Sequence[str], *, namespaces: Sequence[str] | None
+    ) -> list[tuple[dict[str, Any], int]]:
+        """(group values, count) of the instances matching `search`, by `groups`."""
+        columns = {"WORKFLOW": P.c.workflow, "STATE": P.c.state, "STATUS": P.c.status}
+        keys = [columns[g].label(g) for g in groups]
+        where = SearchRepository(self.session).instance_where(search, namespaces)
+        stmt = (
+            select(*keys, func.count().label("n"))
+            .where(*where)
+            .group_by(*keys)
+            .order_by(*keys)
+            .limit(MAX_GROUPS)
+        )
+        rows = await self.session.execute(stmt)
+        return [({g: getattr(r, g) for g in groups}, int(r.n)) for r in rows]
+
+    async def assignment_counts(
+        self, search: AssignmentSearch, groups: Sequence[str], *, namespaces: Sequence[str] | None
+    ) -> list[tuple[dict[str, Any], int]]:
+        """(group values, count) of the assignments matching `search`, by `groups`."""
+        columns = {"TEAM": A.c.team, "STATUS": A.c.status, "ASSIGNEE": A.c.assignee}
+        keys = [columns[g].label(g) for g in groups]
+        stmt = select(*keys, func.count().label("n")).select_from(
+            A.join(P, P.c.id == A.c.process_id)
+        )
+        if namespaces is not None:
+            stmt = stmt.where(P.c.namespace.in_(list(namespaces)) if namespaces else false())
+        s = search
+        for column, value in (
+            (A.c.team, s.team),
+            (A.c.assignee, s.assignee),
+            (P.c.namespace, s.namespace),
+            (A.c.process_id, s.process),
+        ):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if s.statuses:
+            stmt = stmt.where(A.c.status.in_(list(s.statuses)))
+        stmt = stmt.group_by(*keys).order_by(*keys).limit(MAX_GROUPS)
+        rows = await self.session.execute(stmt)
+        return [({g: getattr(r, g) for g in groups}, int(r.n)) for r in rows]
 
 
 def sort_value_of(order: Ordering, value: Any) -> Any:

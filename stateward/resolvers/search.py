@@ -7,11 +7,21 @@ reaches further than a listing with the same filter would.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from strawberry.types import Info
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.paths import is_canonical_path, split_path
-from stateward.domain.search import InstanceSearch, Ordering
+from stateward.domain.search import (
+    ASSIGNMENT_GROUPS,
+    INSTANCE_GROUPS,
+    AssignmentSearch,
+    InstanceSearch,
+    Ordering,
+    check_groups,
+)
 from stateward.records import ProcessRecord
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.ids import local_id
@@ -23,8 +33,6 @@ from stateward.runtime.core.policy import not_found
 
 def resolve_ids(search: InstanceSearch) -> InstanceSearch:
     """`search` with its `parent` as a UUID (node ids are accepted too)."""
-    from dataclasses import replace
-
     if search.parent is None:
         return search
     return replace(search, parent=local_id(search.parent, "Instance"))
@@ -69,3 +77,24 @@ async def instances(
         return await queries.count_instances(rt, search, namespaces=allowed)
 
     return keyset_page(window, found.rows, found.positions, order.tag).counted(total)
+
+
+async def instance_counts(
+    info: Info, search: InstanceSearch, groups: tuple[str, ...]
+) -> list[tuple[dict[str, Any], int]]:
+    """`Query.instanceCounts(groupBy, filter)`: typed rows, visible instances only."""
+    check_groups(groups, INSTANCE_GROUPS)
+    search = resolve_ids(search)
+    allowed = await visible_namespaces(info, search)
+    return await queries.instance_counts(runtime(info), search, groups, namespaces=allowed)
+
+
+async def assignment_counts(
+    info: Info, search: AssignmentSearch, groups: tuple[str, ...]
+) -> list[tuple[dict[str, Any], int]]:
+    """`Query.assignmentCounts(groupBy, filter)`: assignments of visible instances."""
+    check_groups(groups, ASSIGNMENT_GROUPS)
+    if search.process is not None:
+        search = replace(search, process=local_id(search.process, "Instance"))
+    allowed = await visible_namespaces(info, InstanceSearch(namespace=search.namespace))
+    return await queries.assignment_counts(runtime(info), search, groups, namespaces=allowed)

@@ -62,3 +62,27 @@ class InstanceOrderField(Enum):
     DATA = strawberry.enum_value(
         "DATA", description="The value at `orderBy.path` in the data (missing values last)."
     )
+
+
+@strawberry.enum(description="Where a review-queue assignment is.")
+class AssignmentStatus(Enum):
+    UNASSIGNED = strawberry.enum_value("unassigned", description="Open, in its team's queue.")
+    CLAIMED = strawberry.enum_value("claimed", description="Open, claimed by one member.")
+    COMPLETED = strawberry.enum_value("completed", description="Completed by its assignee.")
+    CANCELLED = strawberry.enum_value(
+        "cancelled", description="Closed without a review (the instance left the state)."
+    )
+
+
+@strawberry.enum(description="What `instanceCounts` groups by.")
+class InstanceGroup(Enum):
+    WORKFLOW = strawberry.enum_value("WORKFLOW", description="The workflow path.")
+    STATE = strawberry.enum_value("STATE", description="The current state key.")
+    STATUS = strawberry.enum_value("STATUS", description="The instance status.")
+
+
+@strawberry.enum(description="What `assignmentCounts` groups by.")
+class AssignmentGroup(Enum):
+    TEAM = strawberry.enum_value("TEAM", description="The team (role) of the queue.")
+    STATUS = strawberry.enum_value("STATUS", description="The assignment status.")
+    ASSIGNEE = strawberry.enum_value("ASSIGNEE", description="Who claimed it (null: nobody).")

@@ -11,8 +11,20 @@ from datetime import datetime
 
 import strawberry
 
-from stateward.domain.search import INSTANCE_ORDERS, DataCondition, InstanceSearch, Ordering
-from stateward.schema.enums import DataOp, InstanceOrderField, InstanceStatus, SortDirection
+from stateward.domain.search import (
+    INSTANCE_ORDERS,
+    AssignmentSearch,
+    DataCondition,
+    InstanceSearch,
+    Ordering,
+)
+from stateward.schema.enums import (
+    AssignmentStatus,
+    DataOp,
+    InstanceOrderField,
+    InstanceStatus,
+    SortDirection,
+)
 from stateward.schema.scalars import JSON
 
 
@@ -129,3 +141,26 @@ class SignedEventInput:
     event: JSON
     signature: str
     signer: str
+
+
+@strawberry.input(description="Which assignments (omitted fields = any).")
+class AssignmentFilter:
+    status: list[AssignmentStatus] | None = strawberry.field(
+        default=None, description="Any of these statuses."
+    )
+    team: str | None = strawberry.field(default=None, description="The queue's team.")
+    assignee: str | None = strawberry.field(default=None, description="Who claimed it.")
+    namespace: str | None = strawberry.field(
+        default=None, description="The instance's exact namespace."
+    )
+    instance: strawberry.ID | None = strawberry.field(
+        default=None, description="The instance (UUID or node id)."
+    )
+
+    def to_search(self) -> AssignmentSearch:
+        """The plain search value."""
+        return AssignmentSearch(
+            statuses=tuple(str(s.value) for s in self.status or ()), team=self.team,
+            assignee=self.assignee, namespace=self.namespace,
+            process=None if self.instance is None else str(self.instance),
+        )  # fmt: skip

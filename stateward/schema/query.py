@@ -13,10 +13,18 @@ from strawberry.types import Info
 
 from stateward.resolvers import batches, kernel, log, nodes, packages, reads, search, webhooks
 from stateward.resolvers.paging import Window
-from stateward.schema.inputs import InstanceFilter, InstanceOrder, ordering_of, search_of
+from stateward.schema.enums import AssignmentGroup, InstanceGroup
+from stateward.schema.inputs import (
+    AssignmentFilter,
+    InstanceFilter,
+    InstanceOrder,
+    ordering_of,
+    search_of,
+)
 from stateward.schema.scalars import JSON
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.connection import Connection
+from stateward.schema.types.counts import AssignmentCount, InstanceCount
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
 from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionProof
 from stateward.schema.types.node import Node
@@ -118,6 +126,37 @@ class Query:
             info, search_of(filter), ordering_of(order_by), Window.of(first, after, last, before)
         )
         return Connection.of(page, Instance.from_record)
+
+    @strawberry.field(
+        description="Instances the viewer may read that match `filter`, counted by the "
+        "`groupBy` fields (GROUP BY in SQL; at most 1000 rows, sorted by the groups)."
+    )
+    async def instance_counts(
+        self, info: Info,
+        group_by: Annotated[list[InstanceGroup], strawberry.argument(
+            description="One to three distinct fields to group by.")],
+        filter: Annotated[InstanceFilter | None, strawberry.argument(
+            description="Which instances (omitted: all the viewer may read).")] = None,
+    ) -> list[InstanceCount]:  # fmt: skip
+        groups = tuple(str(g.value) for g in group_by)
+        rows = await search.instance_counts(info, search_of(filter), groups)
+        return [InstanceCount.from_row(r) for r in rows]
+
+    @strawberry.field(
+        description="Assignments of instances the viewer may read that match `filter`, "
+        "counted by the `groupBy` fields (at most 1000 rows, sorted by the groups)."
+    )
+    async def assignment_counts(
+        self, info: Info,
+        group_by: Annotated[list[AssignmentGroup], strawberry.argument(
+            description="One to three distinct fields to group by.")],
+        filter: Annotated[AssignmentFilter | None, strawberry.argument(
+            description="Which assignments (omitted: all the viewer may read).")] = None,
+    ) -> list[AssignmentCount]:  # fmt: skip
+        groups = tuple(str(g.value) for g in group_by)
+        wanted = AssignmentFilter() if filter is None else filter
+        rows = await search.assignment_counts(info, wanted.to_search(), groups)
+        return [AssignmentCount.from_row(r) for r in rows]
 
     @strawberry.field(description="A team's review queue, oldest first.")
     async def assignments(

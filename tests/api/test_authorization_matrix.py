@@ -287,6 +287,11 @@ EXPECTED: dict[str, Case] = {
                           "--/-- --/-- ok/-- --/ok --/-- UA/UA UA/UA",
                           lambda d, m, o: f": {m.tenant(o).extra['notification']}"
                           in text_of(d)),
+    "instanceCounts": Case(q("{instanceCounts(groupBy:[WORKFLOW]){workflow count}}"), LISTED,
+                           lambda d, m, o: f'"{ns(m, o)}/' in text_of(d)),
+    "assignmentCounts": Case(q("query($n:String!){assignmentCounts(groupBy:[STATUS],"
+                               "filter:{namespace:$n}){count}}", lambda m, o: {"n": ns(m, o)}),
+                             READ),
     "unreadCount": Case(q("{unreadCount}"), SIGNED_IN),
     "markNotificationsRead": Case(q("mutation($i:[ID!]!){markNotificationsRead(ids:$i)}",
                                     lambda m, o: {"i": [m.tenant(o).extra["notification"]]}),

@@ -113,3 +113,33 @@ async def test_bad_search_input_is_invalid_input_at_a_pointer(api: Api) -> None:
     assert reused["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
     string_status = await api.gql('{instances(filter:{status:"active"}){totalCount}}')
     assert string_status["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
+
+
+async def test_counts_group_visible_rows_in_sql(api: Api) -> None:
+    made = await _world(api)
+    _, analyst = await api.user("acme/loans", "analyst")
+    query = """query($g:[InstanceGroup!]!,$f:InstanceFilter){instanceCounts(groupBy:$g,
+      filter:$f){workflow state status count}}"""
+    mine = await api.ok(query, {"g": ["WORKFLOW", "STATUS"]}, token=analyst)
+    assert mine["instanceCounts"] == [{"workflow": "acme/loans/loan", "state": None,
+                                       "status": "ACTIVE", "count": len(made["acme"])}]  # fmt: skip
+    everything = await api.ok(query, {"g": ["WORKFLOW"], "f": {"state": "review"}})
+    assert [(r["workflow"], r["count"]) for r in everything["instanceCounts"]] == [
+        ("acme/loans/loan", 20), ("globex/loans/loan", 6)]  # fmt: skip
+    filtered = await api.ok(
+        query, {"g": ["STATE"], "f": {"data": [{"path": "amount", "op": "LT", "value": 103}]}},
+        token=analyst,
+    )  # fmt: skip
+    assert filtered["instanceCounts"] == [
+        {"workflow": None, "state": "review", "status": None, "count": 2}]  # fmt: skip
+    twice = await api.gql(query, {"g": ["STATE", "STATE"]})
+    assert twice["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
+    queues = """query($f:AssignmentFilter){assignmentCounts(groupBy:[TEAM,STATUS],filter:$f){
+      team status assignee count}}"""
+    counted = await api.ok(queues, {}, token=analyst)
+    assert counted["assignmentCounts"] == [
+        {"team": "analyst", "status": "UNASSIGNED", "assignee": None, "count": 20}]  # fmt: skip
+    all_open = await api.ok(queues, {"f": {"status": ["UNASSIGNED", "CLAIMED"]}})
+    assert all_open["assignmentCounts"][0]["count"] == 26
+    hidden = await api.gql(queues, {"f": {"namespace": "globex/loans"}}, token=analyst)
+    assert hidden["errors"][0]["extensions"]["code"] == "NOT_FOUND"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stateward.domain.search import InstanceSearch, Ordering
+from stateward.domain.search import AssignmentSearch, InstanceSearch, Ordering
 from stateward.records import (
     AssignmentRecord,
     GrantRecord,
@@ -73,6 +73,24 @@ async def matching_instance_ids(
     """Ids of up to `limit` instances matching `search`, oldest first (bulk operations)."""
     async with runtime.uow(readonly=True) as uow:
         return await uow.search.instance_ids(search, namespaces=namespaces, limit=limit)
+
+
+async def instance_counts(
+    runtime: Runtime, search: InstanceSearch, groups: Sequence[str], *,
+    namespaces: Sequence[str] | None,
+) -> list[tuple[dict[str, Any], int]]:  # fmt: skip
+    """Counts of the instances matching `search` by `groups` (GROUP BY in SQL)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.counts.instance_counts(search, groups, namespaces=namespaces)
+
+
+async def assignment_counts(
+    runtime: Runtime, search: AssignmentSearch, groups: Sequence[str], *,
+    namespaces: Sequence[str] | None,
+) -> list[tuple[dict[str, Any], int]]:  # fmt: skip
+    """Counts of the assignments matching `search` by `groups` (GROUP BY in SQL)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.counts.assignment_counts(search, groups, namespaces=namespaces)
 
 
 async def instance_namespaces(runtime: Runtime) -> list[str]:
