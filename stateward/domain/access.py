@@ -16,7 +16,14 @@ the instance of its entry token; the system reads everything.
 from __future__ import annotations
 
 from stateward.domain.errors import FORBIDDEN, DomainError
-from stateward.domain.model import SYSTEM_ACTOR, VISITOR_PREFIX, ActionDef, Actor, StateDef
+from stateward.domain.model import (
+    SYSTEM_ACTOR,
+    VISITOR_PREFIX,
+    ActionDef,
+    Actor,
+    Definition,
+    StateDef,
+)
 
 ANY_ROLE = "*"
 PUBLIC_ROLE = "public"
@@ -111,3 +118,15 @@ def has_role(actor: Actor, role: str) -> bool:
     if role in actor.roles:
         return True
     return any(r.lower() == role for r in actor.roles)
+
+
+def public_entry(definition: Definition) -> bool:
+    """Public-entry eligible (seed §3a `entry_mode`, §15): any state is `public`. Entry
+    tokens are issued only for instances of such workflows; `startPublic` further needs the
+    initial state to be public."""
+    return any(state.audience == "public" for state in definition.states.values())
+
+
+def public_start(definition: Definition) -> bool:
+    """Visitors may start it (`startPublic`): the initial state is `public`."""
+    return definition.states[definition.initial].audience == "public"

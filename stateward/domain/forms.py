@@ -306,6 +306,30 @@ def check_fields(form: FormTemplate, fields: object) -> None:
         )
 
 
+def check_prefill(form: FormTemplate | None, data: object) -> None:
+    """Data a visitor starts a public workflow with (`startPublic`, seed §15): only keys the
+    public initial state's form declares, each value of its field's type (required fields
+    are not required yet: the visitor fills the form next). INVALID_INPUT at `/data/<key>`
+    otherwise, so visitors cannot seed arbitrary instance data."""
+    if data is None:
+        return
+    if not isinstance(data, Mapping):
+        raise DomainError(INVALID_INPUT, "data must be an object", pointer="/data")
+    problems: list[Problem] = []
+    for name, value in data.items():
+        field = form.field(name) if form is not None else None
+        where = pointer_join("/data", str(name))
+        if field is None:
+            problems.append(Problem(INVALID_INPUT, f"{name!r} is not a field of the form", where))
+            continue
+        message = None if value is None else _field_problem(field, value)
+        if message:
+            problems.append(Problem(INVALID_INPUT, f"field {name!r} {message}", where))
+    if problems:
+        first = problems[0]
+        raise DomainError(INVALID_INPUT, first.message, pointer=first.pointer, problems=problems)
+
+
 def _invalid(name: str, message: str) -> Problem:
     return Problem(INVALID_INPUT, f"field {name!r} {message}", pointer_join("/fields", name))
 

@@ -13,6 +13,7 @@ with `row_number()`/`count()` windows so SQLite gives the same figures.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -73,6 +74,19 @@ class VisitRepository(Repository):
         await self.session.execute(
             update(V).where(V.c.process_id == process_id, V.c.ended == OPEN).values(**values)
         )
+
+    async def last_visited(self, process_id: str, states: Sequence[str]) -> str | None:
+        """The most recently entered of `states` the process has been in, or None."""
+        if not states:
+            return None
+        stmt = (
+            select(V.c.state)
+            .where(V.c.process_id == process_id, V.c.state.in_(list(states)))
+            .order_by(V.c.entered_seq.desc(), V.c.id.desc())
+            .limit(1)
+        )
+        found: str | None = (await self.session.execute(stmt)).scalar_one_or_none()
+        return found
 
 
 @dataclass(frozen=True)

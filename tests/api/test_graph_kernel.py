@@ -105,10 +105,11 @@ async def test_a_visitor_starts_and_advances_a_public_workflow(api: Api) -> None
         "mutation($t:String!){advancePublic(token:$t,action:\"send\",input:{fields:{name:\"Ann\"}})"
         "{state{key} data active}}", {"t": token}, token=None,
     )  # fmt: skip
-    assert view["advancePublic"] == {"state": {"key": "check"}, "data": {}, "active": False}
+    # `check` is a team state: the visitor's view stays on the public step, "processing"
+    assert view["advancePublic"] == {"state": {"key": "form"}, "data": {}, "active": False}
     seen = await api.ok("query($t:String!){publicEntry(token:$t){state{key} status}}",
                         {"t": token}, token=None)  # fmt: skip
-    assert seen["publicEntry"] == {"state": {"key": "check"}, "status": "active"}
+    assert seen["publicEntry"] == {"state": {"key": "form"}, "status": "processing"}
     unknown = await api.gql('{publicEntry(token:"nope"){status}}', token=None)
     assert unknown["errors"][0]["extensions"]["code"] == "NOT_FOUND"
 

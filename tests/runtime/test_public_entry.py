@@ -62,13 +62,13 @@ async def desk(admin_rt, operator) -> Desk:
 
 
 async def test_start_public_returns_a_token_whose_hash_alone_is_stored(desk):
-    entry = await start_public(desk.rt, APPLY["$path"], {"ref": "R1", "secret": "x"}, IP)
+    entry = await start_public(desk.rt, APPLY["$path"], {"name": "Al"}, IP)
     assert len(entry.token) == 43  # 32 bytes, base64url without padding
     view = entry.view
     assert (view.state.key, view.state.label, view.state.ordinal, view.state.total) == (
         "form", "Your details", 0, 3,
     )  # fmt: skip
-    assert view.data == {"ref": "R1"}  # `secret` is not in `visible`
+    assert view.data == {"name": "Al"}
     assert view.form == APPLY["states"]["form"]["form"]
     assert (view.status, view.active) == ("active", True)
     assert view.branding == APPLY["branding"]
@@ -82,17 +82,30 @@ async def test_start_public_returns_a_token_whose_hash_alone_is_stored(desk):
 
 
 async def test_a_visitor_acts_in_public_states_and_only_sees_visible_keys(desk):
-    entry = await start_public(desk.rt, APPLY["$path"], {"ref": "R1"}, IP)
+    pid = (
+        await start_instance(desk.rt, desk.admin, APPLY["$path"], {"ref": "R1", "s": 1})
+    ).record.id
+    token = await issue_entry_token(desk.rt, desk.admin, pid)
+    entry = public.PublicEntry(token, await public_view(desk.rt, token, IP))
     view = await advance_public(desk.rt, entry.token, "save", {"fields": {"name": "Ann"}}, IP)
-    assert view.data == {"ref": "R1", "name": "Ann"}
+    assert view.data == {"ref": "R1", "name": "Ann"}  # `s` is not in `visible`
     bad = advance_public(desk.rt, entry.token, "submit", {"fields": {"nope": 1}}, IP)
     assert await _code(bad) == "INVALID_INPUT"
     after = await advance_public(desk.rt, entry.token, "submit", {"fields": {"name": "Ann"}}, IP)
-    assert (after.state.key, after.active, after.data, after.form) == ("review", False, {}, None)
+    # frozen on the last public step: never the team state's key or label
+    assert (after.state.key, after.state.label, after.status) == (
+        "form",
+        "Your details",
+        "processing",
+    )
+    assert (after.active, after.data, after.form) == (False, {}, None)
 
 
 async def test_a_token_cannot_act_on_team_states_or_team_actions(desk):
     entry = await start_public(desk.rt, APPLY["$path"], {}, IP)
+    with pytest.raises(DomainError) as early:  # a team action from the public step
+        await advance_public(desk.rt, entry.token, "approve", {}, IP)
+    assert "review" not in str(early.value).lower() and "Review" not in str(early.value.problems)
     await advance_public(desk.rt, entry.token, "submit", {"fields": {"name": "Ann"}}, IP)
     assert await _code(advance_public(desk.rt, entry.token, "approve", {}, IP)) == "FORBIDDEN"
     assert await _code(advance_public(desk.rt, entry.token, None, {}, IP)) == "FORBIDDEN"
@@ -100,11 +113,11 @@ async def test_a_token_cannot_act_on_team_states_or_team_actions(desk):
 
 
 async def test_a_token_reads_and_acts_on_its_own_instance_only(desk):
-    mine = await start_public(desk.rt, APPLY["$path"], {"ref": "mine"}, IP)
-    theirs = await start_public(desk.rt, APPLY["$path"], {"ref": "theirs"}, IP)
+    mine = await start_public(desk.rt, APPLY["$path"], {"name": "mine"}, IP)
+    theirs = await start_public(desk.rt, APPLY["$path"], {"name": "theirs"}, IP)
     await advance_public(desk.rt, mine.token, "save", {"fields": {"name": "Me"}}, IP)
-    assert (await public_view(desk.rt, theirs.token, IP)).data == {"ref": "theirs"}
-    assert (await public_view(desk.rt, mine.token, IP)).data == {"ref": "mine", "name": "Me"}
+    assert (await public_view(desk.rt, theirs.token, IP)).data == {"name": "theirs"}
+    assert (await public_view(desk.rt, mine.token, IP)).data == {"name": "Me"}
     forged = public.new_token()
     assert await _code(public_view(desk.rt, forged, IP)) == "NOT_FOUND"
     assert await _code(public_view(desk.rt, "../../etc", IP)) == "NOT_FOUND"
@@ -122,13 +135,45 @@ async def test_issue_entry_token_for_a_started_instance_replaces_the_old_one(des
     assert (await verify(desk.rt, pid)).valid
 
 
-async def test_a_token_on_an_instance_in_a_team_state_shows_the_step_and_nothing_else(desk):
+async def test_no_entry_token_for_a_workflow_without_a_public_state(desk):
     pid = await desk.ticket_in_review(secret="s")
-    token = await issue_entry_token(desk.rt, desk.admin, pid)
+    assert await _code(issue_entry_token(desk.rt, desk.admin, pid)) == "FORBIDDEN"
+
+
+async def test_a_token_on_an_instance_in_a_team_state_shows_a_frozen_view(desk):
+    entry = await start_public(desk.rt, APPLY["$path"], {"name": "Zed"}, IP)
+    token = entry.token
+    await advance_public(desk.rt, token, "submit", {"fields": {"name": "Zed"}}, IP)
+    pid = await _pid(desk, token)
     view = await public_view(desk.rt, token, IP)
-    assert (view.state.key, view.data, view.form, view.active) == ("review", {}, None, False)
-    assert await _code(advance_public(desk.rt, token, "note", {}, IP)) == "FORBIDDEN"
-    await perform_action(desk.rt, desk.admin, pid, "note", {})
+    assert (view.state.key, view.state.ordinal, view.status) == ("form", 0, "processing")
+    assert (view.data, view.form, view.active) == ({}, None, False)
+    with pytest.raises(DomainError) as refused:
+        await advance_public(desk.rt, token, "approve", {}, IP)
+    assert refused.value.code == "FORBIDDEN" and "review" not in refused.value.message.lower()
+    await perform_action(desk.rt, desk.admin, pid, "approve", {})
+    done = await public_view(desk.rt, token, IP)  # ended in a team state: still frozen
+    assert (done.state.key, done.status) == ("form", "completed")
+
+
+async def _pid(desk: Desk, token: str) -> str:
+    async with desk.rt.uow(readonly=True) as uow:
+        record = await uow.processes.by_entry_token(hashlib.sha256(token.encode()).hexdigest())
+    assert record is not None
+    return record.id
+
+
+async def test_start_public_takes_only_the_fields_of_the_public_form(desk):
+    for data, pointer in [
+        ({"secret": "x"}, "/data/secret"),
+        ({"name": "Al", "role": "admin"}, "/data/role"),
+        ({"name": 5}, "/data/name"),
+        ({"state": "done"}, "/data/state"),
+    ]:
+        with pytest.raises(DomainError) as info:
+            await start_public(desk.rt, APPLY["$path"], data, IP)
+        assert (info.value.code, info.value.pointer) == ("INVALID_INPUT", pointer)
+    assert (await start_public(desk.rt, APPLY["$path"], {"name": None}, IP)).view.active
 
 
 async def test_start_public_needs_a_public_initial_state(desk):

@@ -5,8 +5,10 @@ A token is 32 random bytes (base64url); only its sha256 is stored (`$entry_token
 through server-attested events, so the engine applies its visitor rules (public states,
 actions open to `public`/anyone). What a visitor sees is `PublicView` and nothing more:
 the current state's key, label, ordinal and total, its form, the data keys its `visible`
-lists, the status and whether it may act now. Outside a `public` state only the state
-header and status show. Every call is rate limited per client IP (`RATE_LIMITED`).
+lists, the status and whether it may act now. Outside a `public` state the view is frozen
+(seed §15): the last public step the instance was in (else its first public step), status
+`processing` while it is live, no form, no data — never the internal state's key or
+label, in a view or in an error. Every call is rate limited per client IP (`RATE_LIMITED`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,20 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.access import ADMIN_ROLE, has_role, public_entry, public_start
 from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainError
-from stateward.domain.model import LIVE_STATUSES, VISITOR_PREFIX, Definition, Outcome
+from stateward.domain.forms import check_prefill
+from stateward.domain.model import (
+    ERROR,
+    LIVE_STATUSES,
+    VISITOR_PREFIX,
+    Definition,
+    Outcome,
+    StateDef,
+)
 from stateward.governance.keys import b64url_encode
 from stateward.records import INSTANCE, ProcessRecord, StoredEvent
 from stateward.runtime.access.auth import token_hash  # entry tokens are stored like bearer tokens
@@ -38,6 +48,8 @@ from stateward.runtime.core.services import Runtime
 from stateward.runtime.public.rate_limit import limiter_for
 
 ENTRY_TOKEN = "$entry_token"
+#: The status a visitor sees while the instance is in a team or system state.
+PROCESSING = "processing"
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
 _HASH_SHAPE = re.compile(r"[0-9a-f]{64}")
@@ -109,6 +121,8 @@ async def op_entry_token(ctx: ActContext) -> Outcome:
     )
     if not allowed:
         raise DomainError(FORBIDDEN, "only an admin, the starter or the state's team may issue")
+    if not public_entry(ctx.definition):
+        raise DomainError(FORBIDDEN, "the workflow has no public state: no entry token")
     outcome = apply_engine(ctx)
 
     async def store(event: StoredEvent) -> None:
@@ -156,9 +170,10 @@ async def start_public(
     await _check_rate(runtime, ip)
     async with runtime.uow(readonly=True) as uow:
         definition = await runtime.definition(uow, workflow)
-    if definition.states[definition.initial].audience != "public":
+    if not public_start(definition):
         # A workflow without a public entry is, to the public, one that does not exist.
         raise DomainError(NOT_FOUND, f"workflow {workflow} is not deployed")
+    check_prefill(definition.states[definition.initial].form, data)
     token = new_token()
     visitor = visitor_id(token)
     started = await start_instance(runtime, visitor, workflow, data or {})
@@ -184,15 +199,18 @@ async def advance_public(
     """Act as the token's visitor: `action` (advance when None) with `input`; the engine
     allows visitors only in `public` states and on actions open to them."""
     await _check_rate(runtime, ip)
-    process, _ = await _resolve(runtime, token)
+    process, definition = await _resolve(runtime, token)
     if action is not None and (not isinstance(action, str) or action.startswith("$")):
         raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
+    if process.status in LIVE_STATUSES and definition.states[process.state].audience != "public":
+        # frozen: nothing to do here, and nothing about the internal state to say
+        raise DomainError(FORBIDDEN, "this form is being processed; nothing to do now")
     signed = attest(runtime, visitor_id(token), process.id, action or ADVANCE, process.workflow,
                     dict(input or {}))  # fmt: skip
     try:
         await act(runtime, signed, attested=True)
     except DomainError as error:
-        raise for_visitor(error, process.id) from None
+        raise for_visitor(error, process.id, definition) from None
     return await _view(runtime, token)
 
 
@@ -201,17 +219,44 @@ _PROCESS_WORD = re.compile(r"\b(?:process(?:es)?|instance)\b", re.IGNORECASE)
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 
 
-def for_visitor(error: DomainError, process_id: str) -> DomainError:
+def _internal_names(definition: Definition) -> list[str]:
+    """Keys and labels of the states a visitor must never read (team and system states),
+    longest first; those that are also a public state's key or label are not secret."""
+    shown = {n for s in definition.states.values() if s.audience == "public" for n in _names(s)}
+    hidden = {n for s in definition.states.values() if s.audience != "public" for n in _names(s)}
+    return sorted(hidden - shown, key=len, reverse=True)
+
+
+def _names(state: StateDef) -> list[str]:
+    return [state.key, *([state.label] if state.label else [])]
+
+
+def for_visitor(
+    error: DomainError, process_id: str, definition: Definition | None = None
+) -> DomainError:
     """The same error (code, pointer, problems) worded for an anonymous visitor: never
-    the instance id, never "process" — the visitor filled in a form (issue 14)."""
-    message = error.message.replace(process_id, "this form")
-    message = _UUID.sub("this form", message)
-    message = _PROCESS_WORD.sub("form", message)
-    message = message.replace("form this form", "this form")
-    details = {k: v for k, v in error.details.items() if process_id not in str(v)}
+    the instance id, never "process" — the visitor filled in a form (issue 14) — and never
+    an internal (team or system) state's key or label ("another step")."""
+    hidden = _internal_names(definition) if definition is not None else []
+
+    def scrub(text: str) -> str:
+        text = text.replace(process_id, "this form")
+        for name in hidden:
+            text = re.sub(rf"(?<![\w]){re.escape(name)}(?![\w])", "another step", text)
+        text = _UUID.sub("this form", text)
+        text = _PROCESS_WORD.sub("form", text)
+        return text.replace("form this form", "this form")
+
+    problems = [replace(p, message=scrub(p.message)) for p in error.problems]
+    details = {
+        k: v
+        for k, v in error.details.items()
+        if process_id not in str(v) and scrub(str(v)) == str(v)
+    }
     return DomainError(
-        error.code, message, pointer=error.pointer, problems=error.problems, details=details
-    )
+        error.code, scrub(error.message), pointer=error.pointer, problems=problems,
+        details=details,
+    )  # fmt: skip
 
 
 async def _resolve(runtime: Runtime, token: str) -> tuple[ProcessRecord, Definition]:
@@ -229,20 +274,43 @@ async def _resolve(runtime: Runtime, token: str) -> tuple[ProcessRecord, Definit
 async def _view(runtime: Runtime, token: str) -> PublicView:
     process, definition = await _resolve(runtime, token)
     state = definition.states[process.state]
-    header = PublicState(state.key, state.label, state.ordinal, len(definition.states))
-    public = state.audience == "public"
-    form = None
-    data: dict[str, Any] = {}
-    if public:
-        source = definition.source.get("states", {}).get(state.key, {})
-        form = source.get("form") if isinstance(source, Mapping) else None
-        data = {k: process.data[k] for k in state.visible if k in process.data}
+    total = len(definition.states)
+    if state.audience != "public":
+        return await _frozen(runtime, process, definition)
+    source = definition.source.get("states", {}).get(state.key, {})
+    return PublicView(
+        state=PublicState(state.key, state.label, state.ordinal, total),
+        form=source.get("form") if isinstance(source, Mapping) else None,
+        data={k: process.data[k] for k in state.visible if k in process.data},
+        status=process.status,
+        active=process.status in LIVE_STATUSES,
+        branding=_branding(definition),
+    )
+
+
+async def _frozen(runtime: Runtime, process: ProcessRecord, definition: Definition) -> PublicView:
+    """The view while the instance is in a team or system state (seed §15): the last public
+    step it was in (else its first public step) and `processing` while live (an error is
+    the team's to fix: also `processing`); completed / cancelled show as such."""
+    public = sorted(
+        (s for s in definition.states.values() if s.audience == "public"),
+        key=lambda s: s.ordinal,
+    )
+    async with runtime.uow(readonly=True) as uow:
+        last = await uow.visits.last_visited(process.id, [s.key for s in public])
+    shown = definition.states[last] if last is not None else (public[0] if public else None)
+    header = (
+        PublicState(shown.key, shown.label, shown.ordinal, len(definition.states))
+        if shown is not None
+        else PublicState("", None, 0, len(definition.states))
+    )
+    ended = process.status not in LIVE_STATUSES and process.status != ERROR
     return PublicView(
         state=header,
-        form=form,
-        data=data,
-        status=process.status,
-        active=public and process.status in LIVE_STATUSES,
+        form=None,
+        data={},
+        status=process.status if ended else PROCESSING,
+        active=False,
         branding=_branding(definition),
     )
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 from strawberry.types import Info
 
+from stateward.domain import access
 from stateward.domain.model import ActionDef, Definition, StateDef
 from stateward.domain.search import InstanceSearch, Ordering
 from stateward.resolvers import reads, search
@@ -345,10 +346,18 @@ class Workflow(Node):
     def graph(self) -> Graph:
         return Graph.from_domain(self._definition)
 
-    @strawberry.field(description="True when visitors may start it (initial state is public).")
+    @strawberry.field(
+        description="Public-entry eligible: any state is public (entry tokens may be issued "
+        "for its instances; seed §3a `entry_mode`)."
+    )
     def public_entry(self) -> bool:
-        d = self._definition
-        return d.states[d.initial].audience == "public"
+        return access.public_entry(self._definition)
+
+    @strawberry.field(
+        description="Visitors may start it with `startPublic` (initial state public)."
+    )
+    def public_start(self) -> bool:
+        return access.public_start(self._definition)
 
     @strawberry.field(description="Every deployed version of this path, oldest first.")
     async def versions(
