@@ -119,7 +119,12 @@ async def _cancel(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]
 
 
 async def _entry(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
-    return "mutation($i:String!){issueEntryToken(instance:$i)}", {"i": await m.fresh_instance(obj)}
+    # entry tokens exist only for workflows with a public state: the tenant's public form
+    started = await m.api.ok("mutation($w:String!){startInstance(workflow:$w){instanceId}}",
+                             {"w": f"{ns(m, obj)}/form"})  # fmt: skip
+    return "mutation($i:String!){issueEntryToken(instance:$i)}", {
+        "i": started["startInstance"]["instanceId"]
+    }
 
 
 def _assignment(mutation: str, claimed: bool, extra: str = "") -> Prepare:
