@@ -34,6 +34,11 @@ RULE_KEYS = ("field", "op", "value", "target", "target_stage")
 #: The seed's name of `target` (§16), accepted as an alias.
 TARGET_ALIAS = "target_stage"
 _MISSING = object()
+#: Hook phases (`ActionDef.hook_phase`): the `on_advance` hook, a dynamic state's routing
+#: hook; an automated state's hook runs on entry (`ENTRY`).
+ENTRY = "entry"
+ON_ADVANCE = "on_advance"
+ROUTE = "route"
 
 
 def resolve_target(target: Any, state_keys: Sequence[str]) -> str | None:
@@ -158,6 +163,8 @@ def desugar(
     *,
     routed: bool = False,
     complete: bool = False,
+    dynamic: bool = False,
+    on_advance: bool = False,
 ) -> list[ActionDef]:
     """The generated actions of one state's rules: `<state>#1`.. then the fallback, if any.
 
@@ -167,7 +174,7 @@ def desugar(
     `*` and such a state exists; past the last state (`complete`: no declared action
     leaves it) the fallback completes the instance.
     """
-    if terminal or not (rules or routed or complete):
+    if terminal or not (rules or routed or complete or dynamic or on_advance):
         return []
     actions = [
         ActionDef(
@@ -180,9 +187,13 @@ def desugar(
         )
         for n, r in enumerate(rules, start=1)
     ]
+    if on_advance:  # seed §8 step 5: the on_advance hook runs before any routing
+        actions.insert(0, _hand_over(state, "advance", ON_ADVANCE))
     if all(r.field != ALWAYS for r in rules):
         key = f"{state}#{len(rules) + 1}"
-        if next_state is not None:
+        if dynamic:  # no rule held: the state's hook routes (seed §8 step 6)
+            actions.append(_hand_over(state, "hook", ROUTE))
+        elif next_state is not None:
             actions.append(
                 ActionDef(
                     key=key,
@@ -203,6 +214,18 @@ def desugar(
                 )
             )
     return actions
+
+
+def _hand_over(state: str, suffix: str, phase: str) -> ActionDef:
+    """The generated action that hands the routing of `state` to a hook (`phase`)."""
+    what = "on_advance hook" if phase == ON_ADVANCE else "routing hook"
+    return ActionDef(
+        key=f"{state}#{suffix}",
+        label=f"branch: {what}",
+        from_states=(state,),
+        generated=True,
+        hook_phase=phase,
+    )
 
 
 def _read(field: str, data: Mapping[str, Any], input_: Mapping[str, Any]) -> Any:

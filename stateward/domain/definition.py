@@ -23,7 +23,7 @@ from stateward.domain.canonical import canonical_bytes
 from stateward.domain.errors import InvalidDefinition, Problem
 from stateward.domain.lint import LintContext, lint
 from stateward.domain.messages import check_messages, parse_correlation
-from stateward.domain.model import ActionDef, Definition, StateDef
+from stateward.domain.model import DYNAMIC, ActionDef, Definition, Route, StateDef
 from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import (
     SYSTEM_NAMESPACE,
@@ -138,6 +138,7 @@ def validate_definition(
     # The implicit fallback of a state nothing declared leaves is not an authored edge:
     # the graph warnings (DEAD_END_STATE, UNREACHABLE_STATE) do not count it.
     authored = [a for a in generated if _authored(a, state_defs)]
+    authored.extend(_hook_edges(state_defs))
     lint_ctx = LintContext(path, spawn_only, idle, frozenset(spawned_into))
     warnings = lint(initial, state_defs, declared, authored, lint_ctx)
     definition = None
@@ -295,7 +296,23 @@ def _authored(action: ActionDef, states: dict[str, StateDef]) -> bool:
     """True for a generated action that stems from what the state says (its rules or
     `auto_transition`), not from the implicit ordinal + 1 fallback."""
     source = states.get((action.from_states or ("",))[0])
-    return source is not None and bool(source.branch_rules or source.auto_transition)
+    return source is not None and bool(
+        source.branch_rules or source.auto_transition or source.on_advance
+    )
+
+
+def _hook_edges(states: dict[str, StateDef]) -> list[ActionDef]:
+    """For the graph warnings: a dynamic state's hook may route to any other state."""
+    return [
+        ActionDef(
+            key=f"{key}#hook",
+            from_states=(key,),
+            routes=tuple(Route(to=other) for other in states if other != key),
+            generated=True,
+        )
+        for key, state in states.items()
+        if state.stage_type == DYNAMIC and not state.terminal and len(states) > 1
+    ]
 
 
 def _generated(
@@ -313,7 +330,9 @@ def _generated(
         following = keys[index + 1] if index + 1 < len(keys) else None
         # A state no declared action leaves is routed by ordinal + 1 (seed §16: linear
         # workflows advance 0 -> 1 -> 2 by the fallback), as is an auto_transition state.
-        routed = completing and (state.auto_transition or key not in leaves)
+        routed = completing and (
+            state.auto_transition or key not in leaves or state.on_advance is not None
+        )
         generated.extend(
             desugar(
                 key,
@@ -322,6 +341,8 @@ def _generated(
                 state.terminal,
                 routed=routed,
                 complete=routed and following is None,
+                dynamic=state.stage_type == DYNAMIC,
+                on_advance=state.on_advance is not None,
             )
         )
     return generated

@@ -16,12 +16,14 @@ from typing import Any
 
 from stateward.domain import events as ev
 from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.branching import ENTRY
 from stateward.domain.errors import (
     FORBIDDEN,
     INACTIVE_PROCESS,
     TERMINAL_STATE,
     DomainError,
 )
+from stateward.domain.hookrouting import NEXT, route_after, waiting_hooks
 from stateward.domain.model import (
     ACTIVE,
     CANCELLED,
@@ -44,7 +46,7 @@ CANCEL = "$cancel"
 STALE_OP = "$stale"
 SYSTEM = Actor(id=SYSTEM_ACTOR)
 #: Hook result keys never merged into data: the routing key and the authoritative state.
-RESERVED_RESULT_KEYS = frozenset({"$action", "state"})
+RESERVED_RESULT_KEYS = frozenset({"$action", "$next", "state"})
 
 
 def cancel(
@@ -147,6 +149,12 @@ def automate(
         if key not in RESERVED_RESULT_KEYS:
             merged[key] = value
     interim = replace(process, data=merged)
+    phase = waiting_hooks(definition.states.get(process.state)).get(hook or "", ENTRY)
+    if phase != ENTRY or NEXT in result:
+        try:
+            return route_after(definition, interim, phase, result, ts, event_id)
+        except DomainError as exc:
+            return fail(definition, process, f"{exc.code}: {exc.message}", hook=hook)
     try:
         return advance(
             definition, interim, input or {}, SYSTEM, ts, event_id, hook_action=hook_action

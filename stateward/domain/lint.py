@@ -186,7 +186,7 @@ def _dead_ends(states: Mapping[str, StateDef], actions: list[ActionDef]) -> list
     exits.update(key for key, state in states.items() if state.await_ is not None)
     # Past the last state, advance completes the instance (a generated completing action);
     # a state routed on purpose (rules or auto_transition) is not reported for that.
-    routed = {k for k, s in states.items() if s.branch_rules or s.auto_transition}
+    routed = {k for k, s in states.items() if s.branch_rules or s.auto_transition or s.on_advance}
     exits.update(
         s for action in actions if action.completes for s in action.from_states or () if s in routed
     )

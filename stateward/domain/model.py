@@ -219,12 +219,21 @@ class ActionDef:
     #: Generated ordinal + 1 fallback of the last state: advancing past the last state
     #: completes the instance (it stays in that state, status `completed`).
     completes: bool = False
+    #: Generated hand-over to a hook (`on_advance` or a dynamic state's routing hook):
+    #: the submission is validated and merged, the instance stays and the runtime runs
+    #: the hook; its recorded `$automate` routes on.
+    hook_phase: str | None = None
 
     @property
     def moves(self) -> bool:
         """True when the action leaves its state (a `to`, routes, `$cancel`, or past the
-        last state)."""
-        return self.to is not None or bool(self.routes) or self.completes
+        last state) or hands the routing to a hook."""
+        return (
+            self.to is not None
+            or bool(self.routes)
+            or self.completes
+            or self.hook_phase is not None
+        )
 
     @property
     def targets(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 from stateward.domain import events as ev
 from stateward.domain import registry
 from stateward.domain.access import check_role, check_state_access, holds_role
+from stateward.domain.branching import ON_ADVANCE
 from stateward.domain.effects import (
     assign_user,
     cancelled_by_action,
@@ -118,6 +119,7 @@ def perform(
     event_id: str,
     *,
     authorize: bool = True,
+    check_form: bool = True,
 ) -> Outcome:
     """Perform `action` on `process` (DESIGN §5 steps 1–8) and return the outcome.
 
@@ -142,7 +144,7 @@ def perform(
     if authorize:
         check_state_access(state, actor, process.claimed_by)
         check_role(act, actor)
-    return _execute(plan, process, state, act, input, actor, ts, event_id)
+    return _execute(plan, process, state, act, input, actor, ts, event_id, check_form=check_form)
 
 
 def advance(
@@ -234,11 +236,16 @@ def _execute(
     event_id: str,
     *,
     guarded: bool = False,
+    check_form: bool = True,
 ) -> Outcome:
-    """Steps 4–8 for an authorized action: form, when, mutate, then, effects."""
+    """Steps 4–8 for an authorized action: form, when, mutate, then, effects.
+
+    `check_form=False`: the system routes on after a hook; the submission was validated
+    and merged by the event that handed over to the hook."""
     key, to_key, bootstrap = act.key, act.to, plan.bootstrap
     data = process.data
-    if act.moves and to_key != CANCEL_TARGET and state.form is not None:  # a cancel fills no form
+    form_check = check_form and act.moves and to_key != CANCEL_TARGET  # a cancel fills no form
+    if form_check and state.form is not None:
         _check_form(state, input)
         data = merge_submission(state, data, input)
     if bootstrap:
@@ -290,6 +297,8 @@ def _execute(
         return cancelled_by_action(state, key, new, input, spawns)
     if act.completes:
         return completed_in_place(state, key, new, spawns)
+    if act.hook_phase is not None:
+        return hook_pending(state, act, new, spawns)
     target = plan.definition.states.get(to_key) if to_key is not None else None
     personal = target is not None and target.assign_user is not None and to_key != from_key
     if not (spawns or act.schedule or act.unschedule or bootstrap or act.routes or personal):
@@ -317,8 +326,23 @@ def execute_generated(
     plan: Plan, process: ProcessSnapshot, state: StateDef, act: ActionDef, ts: str, event_id: str
 ) -> Outcome:
     """A generated (routing) action performed by the system with no input; its rule
-    already held (`auto_transition`, hook routing)."""
-    return _execute(plan, process, state, act, {}, SYSTEM, ts, event_id, guarded=True)
+    already held (`auto_transition`, hook routing). No form: nobody submits here."""
+    return _execute(
+        plan, process, state, act, {}, SYSTEM, ts, event_id, guarded=True, check_form=False
+    )
+
+
+def hook_pending(
+    state: StateDef, act: ActionDef, data: Mapping[str, Any], spawns: tuple[Any, ...]
+) -> Outcome:
+    """A hand-over to a hook (`on_advance`, or a dynamic state's routing hook): the
+    instance stays, with the submission merged, and the runtime runs the hook after the
+    commit; its recorded `$automate` event routes on (`lifecycle.automate`)."""
+    hook = state.on_advance if act.hook_phase == ON_ADVANCE else state.hook
+    details = {ev.D_HOOK: hook, "phase": act.hook_phase}
+    updated = DomainEvent(ev.WORKFLOW_UPDATED, state.key, state.key, None, details)
+    effects = Effects(spawns=spawns, run_hook=hook)
+    return Outcome(act.key, state.key, state.key, ACTIVE, data, effects, (updated,))
 
 
 def merge_submission(

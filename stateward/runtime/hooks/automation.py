@@ -28,7 +28,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from stateward.domain.branching import ON_ADVANCE, ROUTE
 from stateward.domain.errors import DomainError
+from stateward.domain.hookrouting import waiting_hooks
 from stateward.domain.lifecycle import MAX_AUTOMATION_CHAIN
 from stateward.domain.model import LIVE_STATUSES, Outcome
 from stateward.persistence import UnitOfWork
@@ -69,9 +71,7 @@ async def op_automate(ctx: ActContext) -> Outcome:
     after = ctx.input.get("after")
     if (
         process.status not in LIVE_STATUSES
-        or state is None
-        or state.audience != "system"
-        or state.hook != hook
+        or hook not in waiting_hooks(state)
         or (isinstance(after, int) and after != process.seq)
     ):
         raise not_due(f"{process.id} is not waiting for hook {hook} (seq {process.seq})")
@@ -98,7 +98,7 @@ async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: 
             return False
         definition = await runtime.definition(uow, process.workflow, process.workflow_version)
         state = definition.states.get(process.state)
-        if state is None or state.audience != "system" or state.hook != hook:
+        if hook not in waiting_hooks(state):
             return False
         last = await uow.events.get(process.id, process.seq)
         ref = parse_hook_ref(hook)
@@ -201,9 +201,15 @@ async def _hook_of(runtime: Runtime, uow: UnitOfWork, c: AutomationCandidate) ->
     except DomainError:
         return None
     state = definition.states.get(c.state)
-    if state is None or state.audience != "system":
-        return None
-    return state.hook
+    waiting = waiting_hooks(state)
+    if len(waiting) < 2:
+        return next(iter(waiting), None)
+    # A dynamic state with an on_advance hook: the last event says which one it waits for.
+    last = await uow.events.get(c.process_id, c.seq)
+    phases = {phase: hook for hook, phase in waiting.items()}
+    if last is not None and last.action.endswith("#advance"):
+        return phases.get(ON_ADVANCE)
+    return phases.get(ROUTE)
 
 
 async def _claim(
