@@ -58,8 +58,12 @@ class ProcessRepository(Repository):
     """Reads and writes `processes` rows as `ProcessRecord`s."""
 
     async def add(self, record: ProcessRecord) -> None:
-        """Insert a new process (its first event is appended after it, same transaction)."""
+        """Insert a new process (its first event is appended after it, same transaction).
+        The new row is this transaction's alone (no other sees it before COMMIT), so it
+        counts as held: locking it later is no step out of the lock order."""
         await self.session.execute(_INSERT, {c: getattr(record, c) for c in _COLUMNS})
+        if self.dialect == "postgresql":
+            self.session.info.setdefault(HELD_INFO, set()).add(record.id)
 
     async def get(self, process_id: str, *, for_update: bool = False) -> ProcessRecord | None:
         """The process `process_id`, or None. `for_update` locks the row on PostgreSQL

@@ -205,3 +205,14 @@ async def test_process_rows_are_locked_in_ascending_id_order_or_refused(
                 await uow.processes.get(low.id, for_update=True)
         else:  # one writer at a time: no row locks, nothing to order
             assert await uow.processes.get(low.id, for_update=True) is not None
+
+
+async def test_a_row_inserted_by_the_transaction_itself_counts_as_held(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    high = await _stored(uow_factory, process_id="00000000-0000-4000-8000-00000000000d")
+    async with uow_factory() as uow:
+        await uow.processes.lock([high.id])
+        await uow.processes.add(new_process("00000000-0000-4000-8000-00000000000c"))
+        # Invisible to every other transaction until COMMIT: no order to keep with it.
+        assert await uow.processes.get("00000000-0000-4000-8000-00000000000c", for_update=True)
