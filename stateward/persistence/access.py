@@ -137,6 +137,16 @@ class TokenRepository(Repository):
         ).one_or_none()
         return None if row is None else to_record(ApiTokenRecord, row)
 
+    async def of_actor(self, actor: str, limit: int = 1000) -> list[ApiTokenRecord]:
+        """`actor`'s tokens (live, expired and revoked), newest first."""
+        stmt = (
+            select(T)
+            .where(T.c.actor == actor)
+            .order_by(T.c.created_at.desc(), T.c.token_hash)
+            .limit(limit)
+        )
+        return [to_record(ApiTokenRecord, r) for r in await self.session.execute(stmt)]
+
     async def revoke(self, token_hash: str, now: datetime) -> bool:
         """Revoke a token; False when unknown or already revoked."""
         stmt = (

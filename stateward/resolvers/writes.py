@@ -20,10 +20,10 @@ from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, NOT_FOUND, DomainE
 from stateward.domain.paths import registry_id
 from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
-from stateward.records import ProcessRecord
+from stateward.records import ApiTokenRecord, ProcessRecord
 from stateward.resolvers.context import require_read, runtime, viewer, viewer_or_none
 from stateward.resolvers.ids import local_id
-from stateward.runtime.access import auth, references, registry
+from stateward.runtime.access import auth, references, registry, tokens
 from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import commands, policy, queries
 from stateward.runtime.core.act import ActResult, act, parse_signed
@@ -64,6 +64,22 @@ async def create_api_token(
         runtime(info), me, label=label, actor=actor, ttl_seconds=ttl_seconds
     )
     return token, label, actor or me.actor, expires
+
+
+async def api_tokens(info: Info) -> list[ApiTokenRecord]:
+    """`Query.apiTokens`: the viewer's tokens, newest first (no secrets)."""
+    return await tokens.list_api_tokens(runtime(info), viewer(info).actor)
+
+
+async def revoke_api_token(info: Info, token_id: str) -> ApiTokenRecord:
+    """`revokeApiToken(id)`: one of the viewer's own tokens."""
+    if not isinstance(token_id, str) or len(token_id) != 64:
+        raise DomainError(INVALID_INPUT, "not a token id", pointer="/id")
+    revoked = await tokens.revoke_api_token(runtime(info), viewer(info).actor, token_id)
+    forget = getattr(info.context.services, "forget_viewers", None)
+    if forget is not None:
+        forget()
+    return revoked
 
 
 MAX_SUBMIT_EVENTS = 1000

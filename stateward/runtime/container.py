@@ -203,6 +203,11 @@ class Services:
             return False
         return True
 
+    def forget_viewers(self) -> None:
+        """Drop every cached viewer (a token of this node was revoked: it stops at once
+        here, on other nodes within `VIEWER_TTL`)."""
+        self.viewers.clear()
+
     async def authenticate(self, token: str) -> Viewer | None:
         """The viewer a bearer token stands for (None: unknown, expired or revoked).
 

@@ -21,6 +21,7 @@ from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import (
     ActionResult,
     ApiToken,
+    ApiTokenInfo,
     Challenge,
     Problem,
     Session,
@@ -208,6 +209,17 @@ class Mutation:
     ) -> Assignment:  # fmt: skip
         done = await kernel.complete(info, id, review_data, action, input)
         return Assignment.from_record(done)
+
+    @strawberry.mutation(
+        description="Revoke one of the viewer's API tokens: it stops working at once. "
+        "Another actor's token or an unknown id is NOT_FOUND."
+    )
+    async def revoke_api_token(
+        self, info: Info,
+        id: Annotated[strawberry.ID, strawberry.argument(description="The token's id.")],
+    ) -> ApiTokenInfo:  # fmt: skip
+        record = await writes.revoke_api_token(info, str(id))
+        return ApiTokenInfo.from_record(record, info.context.services.runtime.clock.now())
 
     @strawberry.mutation(
         description="Mark notifications read (node ids or row ids): only the viewer's and its "

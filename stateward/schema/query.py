@@ -11,7 +11,17 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import batches, kernel, log, nodes, packages, reads, search, webhooks
+from stateward.resolvers import (
+    batches,
+    kernel,
+    log,
+    nodes,
+    packages,
+    reads,
+    search,
+    webhooks,
+    writes,
+)
 from stateward.resolvers.paging import Window
 from stateward.schema.enums import AssignmentGroup, InstanceGroup
 from stateward.schema.inputs import (
@@ -30,7 +40,12 @@ from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionPr
 from stateward.schema.types.node import Node
 from stateward.schema.types.public import PublicView
 from stateward.schema.types.registry import Registry
-from stateward.schema.types.results import Notification, ValidationReport, Verification
+from stateward.schema.types.results import (
+    ApiTokenInfo,
+    Notification,
+    ValidationReport,
+    Verification,
+)
 from stateward.schema.types.webhook import WebhookDelivery
 from stateward.schema.types.workflow import Action, State, Workflow
 
@@ -188,6 +203,11 @@ class Query:
     ) -> Connection[Notification]:  # fmt: skip
         page = await kernel.notifications(info, first, after, unread_only)
         return Connection.of(page, Notification.from_record)
+
+    @strawberry.field(description="The viewer's API tokens, newest first (never a secret).")
+    async def api_tokens(self, info: Info) -> list[ApiTokenInfo]:
+        now = info.context.services.runtime.clock.now()
+        return [ApiTokenInfo.from_record(t, now) for t in await writes.api_tokens(info)]
 
     @strawberry.field(description="How many of the viewer's and its teams' notifications "
                       "are unread.")  # fmt: skip

@@ -297,6 +297,9 @@ EXPECTED: dict[str, Case] = {
     "assignmentCounts": Case(q("query($n:String!){assignmentCounts(groupBy:[STATUS],"
                                "filter:{namespace:$n}){count}}", lambda m, o: {"n": ns(m, o)}),
                              READ),
+    "apiTokens": Case(q("{apiTokens{id}}"), SIGNED_IN),
+    "revokeApiToken": Case(q("mutation{revokeApiToken(id:\"" + "ab" * 32 + "\"){id}}"),
+                           "NF/NF NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
     "unreadCount": Case(q("{unreadCount}"), SIGNED_IN),
     "markNotificationsRead": Case(q("mutation($i:[ID!]!){markNotificationsRead(ids:$i)}",
                                     lambda m, o: {"i": [m.tenant(o).extra["notification"]]}),

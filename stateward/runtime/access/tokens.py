@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from stateward.records import ApiTokenRecord
 from stateward.runtime.access.auth import authenticate, new_token, token_hash, token_ttl
+from stateward.runtime.core.policy import not_found
 from stateward.runtime.core.services import Runtime
 
 
@@ -29,6 +30,28 @@ async def create_api_token(
         )
         await uow.commit()
     return token, record
+
+
+async def list_api_tokens(runtime: Runtime, actor: str) -> list[ApiTokenRecord]:
+    """`actor`'s tokens, newest first (records hold the sha256 only, never a secret)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.tokens.of_actor(actor)
+
+
+async def revoke_api_token(runtime: Runtime, actor: str, token_id: str) -> ApiTokenRecord:
+    """Revoke `actor`'s token `token_id` (its sha256); it stops authenticating at once.
+    Another actor's token or an unknown id: NOT_FOUND (the same answer). Revoking a
+    revoked token changes nothing and answers it as it is."""
+    now = runtime.clock.now()
+    async with runtime.uow() as uow:
+        found = await uow.tokens.get(token_id)
+        if found is None or found.actor != actor:
+            raise not_found("token")
+        await uow.tokens.revoke(token_id, now)
+        after = await uow.tokens.get(token_id)
+        await uow.commit()
+    assert after is not None
+    return after
 
 
 async def authenticate_token(runtime: Runtime, token: str) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 import strawberry
 
 from stateward.domain.errors import Problem as DomainProblem
-from stateward.records import NotificationRecord
+from stateward.records import ApiTokenRecord, NotificationRecord
 from stateward.resolvers.ids import to_global_id
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Event, Instance
@@ -139,6 +139,27 @@ class ApiToken:
     label: str | None
     actor: str
     expires_at: datetime | None
+
+
+@strawberry.type(description="One of the viewer's API tokens, without its secret.")
+class ApiTokenInfo:
+    id: strawberry.ID = strawberry.field(
+        description="The token's id (the sha256 of the secret, which is never stored)."
+    )
+    label: str | None = strawberry.field(description="The label given when it was created.")
+    created_at: datetime = strawberry.field(description="When it was created.")
+    expires_at: datetime | None = strawberry.field(description="When it stops working.")
+    revoked_at: datetime | None = strawberry.field(description="When it was revoked, if so.")
+    active: bool = strawberry.field(description="Neither revoked nor expired now.")
+
+    @classmethod
+    def from_record(cls, record: ApiTokenRecord, now: datetime) -> ApiTokenInfo:
+        """The token row `record`, judged at `now`."""
+        return cls(
+            id=strawberry.ID(record.token_hash), label=record.label,
+            created_at=record.created_at, expires_at=record.expires_at,
+            revoked_at=record.revoked_at, active=record.valid_at(now),
+        )  # fmt: skip
 
 
 @strawberry.type
