@@ -8,7 +8,7 @@ missing object (NOT_FOUND), so other tenants' ids cannot be probed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -169,13 +169,17 @@ async def verify_process(info: Info, ident: str) -> VerificationReport:
 async def validate(info: Info, definition: Any) -> ValidationReport:
     """`Query.validateWorkflow(definition)`: every error and warning, nothing stored.
 
-    With a viewer, spawn targets are checked against the deployed paths; anonymous
-    callers get the shape checks only (no deployment facts are revealed).
+    With a viewer, spawn targets and hook modules are checked as `addWorkflow` checks them
+    (the same problems); anonymous callers get the shape checks only (no deployment facts
+    are revealed). When the viewer may not read the definition's own namespace, no module
+    counts as deployed (every hook is UNRESOLVED_HOOK, whether its module exists or not).
     """
     deployed = None
+    modules: Callable[[str], bool] | None = None
     entries: frozenset[str] = frozenset()
     me = viewer_or_none(info)
     if me is not None:
+        modules = frozenset[str]().__contains__
         # Only what the viewer may read: a foreign path is UNRESOLVED_SPAWN whether it
         # exists or not, so validation never tells whether it does.
         workflows = await registry.list_workflows(runtime(info))
@@ -185,7 +189,11 @@ async def validate(info: Info, definition: Any) -> ValidationReport:
         if is_canonical_path(own) and policy.can_read(me, split_path(str(own))[0]):
             # ... and what other namespaces allow the definition's own to spawn.
             deployed |= await references.spawnable(runtime(info), split_path(str(own))[0], found)
+            usable = await references.modules_usable(
+                runtime(info), split_path(str(own))[0], definition
+            )
+            modules = usable.__contains__
             # States the readable deployed workflows' spawns start it in are entries.
             readable = (w.definition.source for w in workflows if w.path in deployed)
             entries = spawn_entries(readable, str(own))
-    return validate_definition(definition, deployed=deployed, spawned_into=entries)
+    return validate_definition(definition, deployed=deployed, spawned_into=entries, modules=modules)

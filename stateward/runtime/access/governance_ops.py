@@ -92,7 +92,7 @@ async def _validate_workflow(ctx: ActContext) -> None:
     known.update(uow.session.info.get(PENDING_WORKFLOWS, ()))  # act_many: same batch
     deployed = await references.spawn_targets(uow, ctx.namespace, known)
     deployed.add(str(definition.get("$path")))
-    hook_namespaces = _hook_namespaces(definition, ctx.namespace)
+    hook_namespaces = references.hook_namespaces(definition, ctx.namespace)
     module_paths = await references.usable_modules(uow, ctx.namespace, hook_namespaces)
     report = validate_definition(
         definition,
@@ -102,18 +102,6 @@ async def _validate_workflow(ctx: ActContext) -> None:
     )
     if not report.valid:
         raise InvalidDefinition(report.errors)
-
-
-def _hook_namespaces(definition: Mapping[str, Any], own: str) -> set[str]:
-    """Namespaces whose modules the definition's hooks may name."""
-    found = {own}
-    states = definition.get("states")
-    if isinstance(states, Mapping):
-        for state in states.values():
-            hook = state.get("hook") if isinstance(state, Mapping) else None
-            if isinstance(hook, str) and "/" in hook.split(":", 1)[0]:
-                found.add(hook.split(":", 1)[0].rsplit("/", 1)[0])
-    return found
 
 
 def _validate_grant(input: Mapping[str, Any]) -> None:

@@ -82,6 +82,27 @@ async def usable_modules(uow: UnitOfWork, consumer: str, namespaces: Iterable[st
     return out
 
 
+def hook_namespaces(definition: Mapping[str, Any], own: str) -> set[str]:
+    """Namespaces whose modules the definition's hooks may name."""
+    found = {own}
+    states = definition.get("states")
+    if isinstance(states, Mapping):
+        for state in states.values():
+            hook = state.get("hook") if isinstance(state, Mapping) else None
+            if isinstance(hook, str) and "/" in hook.split(":", 1)[0]:
+                found.add(hook.split(":", 1)[0].rsplit("/", 1)[0])
+    return found
+
+
+async def modules_usable(
+    runtime: Runtime, consumer: str, definition: Mapping[str, Any]
+) -> set[str]:
+    """`usable_modules` of the namespaces `definition`'s hooks may name, in a read
+    transaction of its own (for `validateWorkflow`: the set a deployment checks against)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await usable_modules(uow, consumer, hook_namespaces(definition, consumer))
+
+
 def foreign_references(definition: Mapping[str, Any]) -> tuple[set[str], set[tuple[str, str]]]:
     """(namespaces of spawn targets, (namespace, module) of hooks) that lie outside the
     definition's own namespace (and below): what needs a grant."""
