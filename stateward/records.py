@@ -104,7 +104,8 @@ class WorkflowRecord:
 @dataclass(frozen=True)
 class WorkflowVersionRecord:
     """An immutable version: the definition JSON text as authored (map order kept, which
-    ordinals need) and `hash`, the sha256 of its RFC 8785 canonical form."""
+    ordinals need) and `hash` under `hash_scheme` (`domain/versionhash.py`: 2 = the
+    RFC 8785 form of the order-keeping view; 1 = legacy, the RFC 8785 form itself)."""
 
     path: str
     version: int
@@ -112,6 +113,7 @@ class WorkflowVersionRecord:
     definition: str
     created_at: datetime
     event_id: int | None = None
+    hash_scheme: int = 2
 
     def source(self) -> dict[str, Any]:
         """The definition as a JSON object."""

@@ -25,8 +25,9 @@ from typing import Any
 from stateward.commands.runtime_args import cli_runtime
 from stateward.commands.validate import collect, folder_prefix, format_finding
 from stateward.domain import errors
-from stateward.domain.canonical import canonical_hash, loads_strict, sha256_hex
+from stateward.domain.canonical import loads_strict, sha256_hex
 from stateward.domain.errors import DomainError, Problem
+from stateward.domain.versionhash import ordered_hash
 from stateward.governance.keys import KeyPair, read_key_file
 from stateward.observe.progress import Bar, progress
 from stateward.runtime.access import references, registry
@@ -85,7 +86,7 @@ async def _deploy_modules(runtime: Runtime, key: KeyPair, roots: list[Path]) -> 
 async def _deploy_one(runtime: Runtime, key: KeyPair, item: _Pending) -> None:
     path = item.definition.get("$path")
     current = await registry.get_workflow(runtime, path) if isinstance(path, str) else None
-    if current is not None and current.hash == canonical_hash(item.definition):
+    if current is not None and current.definition.hash == ordered_hash(item.definition):
         print(f"deploy: {path} unchanged (v{current.version})", file=sys.stderr)
         return
     deploy = registry.update_workflow if current is not None else registry.deploy_workflow

@@ -4,13 +4,13 @@
 execution; warnings never block), each with an RFC 6901 pointer, and builds the typed,
 immutable `model.Definition` when there is no error: states in map order with 0-based
 ordinals, actions with compiled guards, branch rules desugared into generated actions, and
-the RFC 8785 canonical bytes and sha256 hash. `load_definition` is the raising form.
+the RFC 8785 canonical bytes and the version hash (sha256 of the order-keeping view,
+`versionhash.py`). `load_definition` is the raising form.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -38,6 +38,7 @@ from stateward.domain.stagetypes import graph_problems
 from stateward.domain.starting import parse_start, start_message
 from stateward.domain.states import StateContext, parse_states
 from stateward.domain.timeouts import parse_timeout
+from stateward.domain.versionhash import ordered_hash
 
 __all__ = [
     "ValidationReport",
@@ -152,7 +153,7 @@ def validate_definition(
             actions=MappingProxyType({**{a.key: a for a in generated}, **declared}),
             source=raw,
             canonical=canonical,
-            hash=hashlib.sha256(canonical).hexdigest(),
+            hash=ordered_hash(raw),
             start_roles=start_roles,
             spawn_only=spawn_only,
             idle_timeout=idle,

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from stateward.domain import events as ev
-from stateward.domain.canonical import canonical_hash, sha256_hex
+from stateward.domain.canonical import sha256_hex
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError, Problem
 from stateward.domain.model import Actor, DomainEvent
 from stateward.domain.paths import SEGMENT, is_canonical_path, is_namespace, split_path
+from stateward.domain.versionhash import deployed_hash, order_problems
 
 WORKFLOW_ACTIONS = ("add_workflow", "update_workflow", "remove_workflow")
 MODULE_ACTIONS = ("add_module", "update_module")
@@ -88,6 +89,8 @@ def validate_governance_input(
             target = text("target", optional=True)
             if target is not None and target != path:
                 bad("/target", "the deployment target differs from `$path`", TARGET_MISMATCH)
+            if input.get("order") is not None:
+                out.extend(order_problems(definition, input["order"]))
     elif action == "remove_workflow":
         path = text("path")
         if path is not None and split_path(path)[0] != namespace:
@@ -162,7 +165,7 @@ def reduce(
             assert current is not None
             workflows[path] = {**current, "removed": True}
         else:
-            digest = canonical_hash(input["definition"])
+            digest, _scheme = deployed_hash(input)
             workflows[path] = {"version": version + 1, "hash": digest}
         data["workflows"] = workflows
     elif action in MODULE_ACTIONS:

@@ -172,6 +172,8 @@ class WorkflowVersion(Base):
     definition: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     event_id: Mapped[int | None] = mapped_column(ForeignKey("events.id"))
+    #: 2: `hash` covers state/action order; 1: legacy (RFC 8785, sorted), migration 0005.
+    hash_scheme: Mapped[int] = mapped_column(Integer, server_default="1")
 
     __table_args__ = (UniqueConstraint("path", "version"),)
 

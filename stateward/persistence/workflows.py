@@ -59,9 +59,10 @@ class WorkflowRepository(Repository):
         hash: str,
         now: datetime,
         event_id: int | None = None,
+        hash_scheme: int = 2,
     ) -> WorkflowVersionRecord:
         """Store `definition` (JSON text as authored: RFC 8785 would lose map order) as the
-        next version of `path`; `hash` is the sha256 of its canonical form.
+        next version of `path`; `hash` is its version hash under `hash_scheme`.
 
         Creates the workflow row on first use and clears `removed` (re-adding a path).
         Concurrent deploys of one path serialise on the registry's event seq; the
@@ -89,7 +90,7 @@ class WorkflowRepository(Repository):
                 .where(W.c.path == path)
                 .values(latest_version=version, removed=False, updated_at=now)
             )
-        record = WorkflowVersionRecord(path, version, hash, definition, now, event_id)
+        record = WorkflowVersionRecord(path, version, hash, definition, now, event_id, hash_scheme)
         await self.session.execute(
             insert(V).values(
                 path=path,
@@ -98,6 +99,7 @@ class WorkflowRepository(Repository):
                 definition=definition,
                 created_at=now,
                 event_id=event_id,
+                hash_scheme=hash_scheme,
             )
         )
         return record

@@ -140,7 +140,7 @@ async def _deploy_one(
 ) -> None:
     path = str(source["$path"])
     current = await registry.get_workflow(runtime, path)
-    if current is None or current.hash != load_definition(source).hash:
+    if current is None or current.definition.hash != load_definition(source).hash:
         await references.grant_references(runtime, operator, source)  # cross-namespace
     if current is None:
         async with runtime.uow(readonly=True) as uow:
@@ -149,7 +149,7 @@ async def _deploy_one(
             await registry.deploy_workflow(runtime, operator, source)
         else:  # removed earlier: a new version brings it back
             await registry.update_workflow(runtime, operator, source)
-    elif current.hash != load_definition(source).hash:
+    elif current.definition.hash != load_definition(source).hash:
         await registry.update_workflow(runtime, operator, source)
     else:
         result.unchanged.append(path)

@@ -4,7 +4,6 @@ pointers, the typed Definition it builds, and canonical identity."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import Any
 
@@ -12,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stateward.domain.canonical import canonical_bytes
+from stateward.domain.canonical import canonical_bytes, canonical_hash
 from stateward.domain.definition import load_definition, validate_definition
 from stateward.domain.errors import InvalidDefinition
+from stateward.domain.versionhash import ordered_view
 
 
 def example() -> dict[str, Any]:
@@ -307,13 +307,13 @@ def test_actions_are_typed_with_roles_from_states_and_merged_effects() -> None:
     assert not any(a.generated for a in definition.actions.values())
 
 
-def test_source_is_a_copy_and_hash_is_sha256_of_the_canonical_bytes() -> None:
+def test_source_is_a_copy_and_hash_is_sha256_of_the_ordered_view() -> None:
     source = example()
     definition = load_definition(source, deployed=DEPLOYED)
     source["states"]["intake"]["label"] = "changed"
     assert definition.source["states"]["intake"]["label"] == "Intake"
     assert definition.canonical == canonical_bytes(example())
-    assert definition.hash == hashlib.sha256(definition.canonical).hexdigest()
+    assert definition.hash == canonical_hash(ordered_view(example()))  # DESIGN §2.3
 
 
 def test_hash_ignores_whitespace_and_key_order_of_the_text() -> None:
@@ -324,6 +324,9 @@ def test_hash_ignores_whitespace_and_key_order_of_the_text() -> None:
     second = load_definition(json.dumps(reordered), deployed=DEPLOYED)
     assert first.hash == second.hash
     assert list(first.states) == list(second.states)
+    swapped = example()
+    swapped["states"] = dict(reversed(list(swapped["states"].items())))
+    assert load_definition(swapped, deployed=DEPLOYED).hash != first.hash  # order counts
 
 
 # U+0000 is refused in every string (PostgreSQL cannot store it).
@@ -345,4 +348,7 @@ def test_canonical_form_is_idempotent(labels: list[str], extra: Any) -> None:
     definition = load_definition(source, deployed=DEPLOYED)
     again = load_definition(definition.canonical.decode("utf-8"), deployed=DEPLOYED)
     assert again.canonical == definition.canonical
-    assert again.hash == definition.hash
+    # the canonical text sorts states: the hash (which keeps order, DESIGN §2.3) differs
+    # exactly when that changed the order
+    same_order = ordered_view(again.source) == ordered_view(definition.source)
+    assert (again.hash == definition.hash) == same_order

@@ -18,7 +18,7 @@ from typing import Any
 
 from stateward.domain import events as ev
 from stateward.domain.access import ADMIN_ROLE, has_role
-from stateward.domain.canonical import canonical_bytes, sha256_hex
+from stateward.domain.canonical import sha256_hex
 from stateward.domain.definition import validate_definition
 from stateward.domain.errors import (
     FORBIDDEN,
@@ -31,6 +31,7 @@ from stateward.domain.errors import (
 from stateward.domain.model import Outcome
 from stateward.domain.paths import split_path
 from stateward.domain.registry import NODE_ACTIONS, grant_roles, validate_governance_input
+from stateward.domain.versionhash import apply_order, deployed_hash
 from stateward.governance.keys import is_public_key
 from stateward.records import StoredEvent
 from stateward.runtime.core import references
@@ -154,13 +155,13 @@ async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
     uow, now, namespace, input = ctx.uow, ctx.now, ctx.namespace, ctx.input
     name = ctx.envelope.action.name
     if name in ("add_workflow", "update_workflow"):
-        source = input["definition"]
-        canonical = canonical_bytes(source)
-        # The authored text, not the canonical bytes: RFC 8785 sorts keys and would lose
-        # the state/action order that ordinals and `advance` depend on.
+        # The authored order, which the signed input carries as `order` (RFC 8785 sorts
+        # the definition's keys): ordinals and `advance` depend on it, the hash covers it.
+        source = apply_order(input["definition"], input.get("order"))
+        digest, scheme = deployed_hash(input)
         authored = json.dumps(source, ensure_ascii=False, separators=(",", ":"))
         record = await uow.workflows.add_version(
-            source["$path"], authored, sha256_hex(canonical), now, event.id
+            source["$path"], authored, digest, now, event.id, scheme
         )
         ctx.payload_overrides[ev.WORKFLOW_DEPLOYED] = {
             ev.F_NAMESPACE: split_path(record.path)[0],

@@ -17,7 +17,6 @@ from typing import Any
 
 from stateward.domain.access import ADMIN_ROLE
 from stateward.domain.bootstrap import bootstrap_definition, bootstrap_path
-from stateward.domain.canonical import canonical_hash
 from stateward.domain.definition import validate_definition
 from stateward.domain.errors import InvalidDefinition
 from stateward.domain.model import Definition
@@ -29,6 +28,7 @@ from stateward.domain.paths import (
     split_path,
 )
 from stateward.domain.registry import NODE_ACTIONS
+from stateward.domain.versionhash import definition_order, ordered_hash
 from stateward.governance.keys import KeyPair
 from stateward.runtime.core.act import ActResult, act
 from stateward.runtime.core.commands import attest, sign_as
@@ -82,7 +82,7 @@ async def deploy_workflow(
     runtime: Runtime, actor: Signer, definition: Mapping[str, Any], target: str | None = None
 ) -> ActResult:
     """`add_workflow`: version 1 of a new path (fails when the path exists)."""
-    input: dict[str, Any] = {"definition": dict(definition)}
+    input: dict[str, Any] = {"definition": dict(definition), "order": definition_order(definition)}
     if target is not None:
         input["target"] = target
     return await governance(runtime, actor, _namespace_of(definition), "add_workflow", input)
@@ -92,7 +92,7 @@ async def update_workflow(
     runtime: Runtime, actor: Signer, definition: Mapping[str, Any], target: str | None = None
 ) -> ActResult:
     """`update_workflow`: the next version of an existing path."""
-    input: dict[str, Any] = {"definition": dict(definition)}
+    input: dict[str, Any] = {"definition": dict(definition), "order": definition_order(definition)}
     if target is not None:
         input["target"] = target
     return await governance(runtime, actor, _namespace_of(definition), "update_workflow", input)
@@ -102,13 +102,14 @@ async def unchanged_latest(
     runtime: Runtime, actor: str, definition: Mapping[str, Any]
 ) -> DeployedWorkflow | None:
     """The latest version of the definition's path when the definition hashes the same
+    (the order-keeping hash, also for a legacy version: computed from its stored text)
     and `actor` is an admin there (an `updateWorkflow` that changes nothing is a no-op
     returning it); None otherwise (the update goes through the registry as usual)."""
     path = definition.get("$path")
     if not is_canonical_path(path):
         return None
     current = await get_workflow(runtime, str(path))
-    if current is None or current.hash != canonical_hash(definition):
+    if current is None or current.definition.hash != ordered_hash(definition):
         return None
     roles = await roles_of(runtime, actor, current.namespace)
     return current if ADMIN_ROLE in roles else None

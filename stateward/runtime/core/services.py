@@ -92,7 +92,7 @@ class DefinitionCache:
     def from_record(self, record: WorkflowVersionRecord) -> Definition:
         """The definition stored in `record`, loaded once."""
         cached = self.get(record.path, record.version)
-        if cached is not None and cached.hash == record.hash:
+        if cached is not None and (record.hash_scheme != 2 or cached.hash == record.hash):
             return cached
         return self.put(record.path, record.version, load_definition(record.definition))
 

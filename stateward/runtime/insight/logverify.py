@@ -28,6 +28,7 @@ from stateward.domain.errors import DomainError
 from stateward.domain.logformat import event_leaf_hash
 from stateward.domain.model import Actor, Definition, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
+from stateward.domain.versionhash import apply_order
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
 from stateward.governance.envelope import Envelope, SignedEnvelope
@@ -293,7 +294,7 @@ class OfflineVerifier:
         """What a replayed registry event changes for later events: definitions, keys."""
         name, input = envelope.action.name, envelope.action.input
         if name in ("add_workflow", "update_workflow"):
-            source: dict[str, Any] = input["definition"]
+            source: dict[str, Any] = apply_order(input["definition"], input.get("order"))
             path = str(source["$path"])
             version = self.latest.get(path, 0) + 1
             try:

@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stateward.domain.bootstrap import bootstrap_definition
-from stateward.domain.canonical import canonical_bytes, loads_strict, sha256_hex
+from stateward.domain.canonical import canonical_bytes, loads_strict
 from stateward.domain.errors import DomainError
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
+from stateward.domain.versionhash import (
+    LEGACY_SCHEME,
+    ORDERED_SCHEME,
+    definition_order,
+    version_hash,
+)
 from stateward.governance.chain import GENESIS_PREV, ChainLink, verify_chain
 from stateward.governance.envelope import Envelope, SignedEnvelope, parse_ts
 from stateward.governance.keys import is_public_key
@@ -34,7 +40,13 @@ from stateward.governance.node_trust import (
 )
 from stateward.governance.verification import verify_envelope
 from stateward.persistence import UnitOfWork
-from stateward.records import REGISTRY, KeyStatusRecord, ProcessRecord, StoredEvent
+from stateward.records import (
+    REGISTRY,
+    KeyStatusRecord,
+    ProcessRecord,
+    StoredEvent,
+    WorkflowVersionRecord,
+)
 from stateward.runtime.core.kernel import evaluate, replay_name
 from stateward.runtime.core.services import Runtime, legacy_nodes
 
@@ -223,7 +235,7 @@ class _ProcessCheck:
             version = await self.uow.workflows.version(record.workflow, record.workflow_version)
             if version is None:
                 raise DomainError(NOT_FOUND, f"{record.workflow} v{record.workflow_version}")
-            if sha256_hex(canonical_bytes(json.loads(version.definition))) != version.hash:
+            if version_problem(version) is not None:
                 self.problem(
                     0,
                     WORKFLOW_MISMATCH,
@@ -290,6 +302,23 @@ class _ProcessCheck:
         if last is not None and (record.seq != last.seq or record.head_hash != last.hash):
             self.problem(seq, HEAD_MISMATCH, "process seq/head hash differ from its last event")
 
+    async def _deploying(self, version: WorkflowVersionRecord) -> Any:
+        """The input of the event that deployed `version` (False when it is not one)."""
+        if version.event_id is None:
+            return False
+        event = (await self.uow.events.by_ids([version.event_id])).get(version.event_id)
+        if event is None or event.action not in ("add_workflow", "update_workflow"):
+            return False
+        try:
+            envelope = Envelope.from_json(loads_strict(event.envelope))
+        except DomainError:
+            return False
+        input = envelope.action.input
+        definition = input.get("definition") if isinstance(input, dict) else None
+        if not isinstance(definition, dict) or definition.get("$path") != version.path:
+            return False
+        return input
+
     async def _registry_rows(self) -> None:
         """Materialized rows of a registry against its (verified) data."""
         ns, data, uow = self.record.namespace, self.record.data, self.uow
@@ -319,6 +348,11 @@ class _ProcessCheck:
                 or bool(row.removed) != bool(info.get("removed"))
             ):
                 self.problem(0, WORKFLOW_MISMATCH, f"workflow {path} differs from the registry")
+        for path in data.get("workflows") or {}:
+            for version in await uow.workflows.versions(path):
+                found = version_problem(version, await self._deploying(version))
+                if found is not None:
+                    self.problem(0, WORKFLOW_MISMATCH, f"{path} v{version.version}: {found}")
         for name, info in (data.get("modules") or {}).items():
             module = await uow.modules.get(ns, name)
             if module is None or module.version != info["version"] or module.hash != info["hash"]:
@@ -386,6 +420,32 @@ async def trust_timeline(uow: UnitOfWork) -> TrustTimeline:
         snapshot = _after(record, snapshot, outcome, envelope)
     timeline.changes.sort(key=lambda c: c[0])
     return timeline
+
+
+def version_problem(version: WorkflowVersionRecord, deploying: Any = None) -> str | None:
+    """What is wrong with a stored version, or None: its text must hash to its `hash`
+    under its scheme; given the `input` of the event that deployed it (or False when
+    that event is missing or is not a deployment of this path), the text must be that
+    definition, in the signed `order` (scheme 2; a scheme-1 version's event has none)."""
+    try:
+        source = json.loads(version.definition)
+    except ValueError:
+        return "the stored text is not JSON"
+    if not isinstance(source, dict) or version_hash(source, version.hash_scheme) != version.hash:
+        return "the stored text differs from its hash"
+    if deploying is None:
+        return None
+    if deploying is False:
+        return "no add_workflow/update_workflow event of this path deployed it"
+    definition, order = deploying.get("definition"), deploying.get("order")
+    if not isinstance(definition, dict) or _canon(definition) != _canon(source):
+        return "the stored text differs from the definition its event signed"
+    expected = LEGACY_SCHEME if order is None else ORDERED_SCHEME
+    if version.hash_scheme != expected:
+        return f"hash scheme {version.hash_scheme}, but its event calls for {expected}"
+    if order is not None and order != definition_order(source):
+        return "the stored state/action order differs from the order its event signed"
+    return None
 
 
 def _after(

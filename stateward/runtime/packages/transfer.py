@@ -37,6 +37,7 @@ from stateward.domain.paths import (
     resolve_hook,
     split_path,
 )
+from stateward.domain.versionhash import definition_order
 from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import KeyPair
 from stateward.persistence import UnitOfWork
@@ -350,7 +351,7 @@ def _plan(
         if path in latest and _same_text(latest[path], source):
             continue
         action = "update_workflow" if path in live else "add_workflow"
-        input = {"definition": dict(source)}
+        input = {"definition": dict(source), "order": definition_order(source)}
         events.append(
             (_envelope(runtime, actor, split_path(path)[0], action, input), f"/workflows/{i}")
         )

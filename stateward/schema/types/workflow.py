@@ -309,7 +309,11 @@ class Workflow(Node):
     def from_version(cls, found: Any) -> Workflow:
         """A stored version as a resolver returns it: anything with `definition`, `version`
         and `created_at` (`DeployedWorkflow`, `VersionedDefinition`)."""
-        return cls.from_domain(found.definition, found.version, found.created_at)
+        workflow = cls.from_domain(found.definition, found.version, found.created_at)
+        stored = getattr(found, "hash", None)  # a legacy (scheme 1) version keeps its hash
+        if isinstance(stored, str):
+            workflow.hash = stored
+        return workflow
 
     def _states(self) -> list[State]:
         d = self._definition
