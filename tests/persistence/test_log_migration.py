@@ -77,7 +77,10 @@ async def test_the_unsigned_trusted_signers_row_becomes_legacy_trust_and_still_v
     rt = await Runtime.open(Settings(database_url=db_url), node_key=node)
     try:
         await init(rt, operator.public)  # the old way: nothing trusts the node key
-        await registry.deploy_workflow(rt, operator.public, FLOW)  # attested
+        # attested, and as the old code signed it (no `order`: a scheme-1 version)
+        await registry.governance(
+            rt, operator.public, "mig/log", "add_workflow", {"definition": FLOW}
+        )
         assert not (await verify_database(rt)).valid
     finally:
         await rt.close()
@@ -108,5 +111,38 @@ async def test_the_unsigned_trusted_signers_row_becomes_legacy_trust_and_still_v
         late = (await start_instance(rt, operator.public, FLOW["$path"], {})).record.id
         report = await verify_database(rt)
         assert {(p.process, p.code) for p in report.problems} == {(late, "BAD_SIGNATURE")}
+    finally:
+        await rt.close()
+
+
+async def test_versions_of_an_older_database_keep_their_hash_as_scheme_1_and_verify(db_url):
+    """A database made before the order-keeping hash (versions hashed over the sorted
+    RFC 8785 form, deployed by events without `order`) migrates (0010): every version
+    gets `hash_scheme = 1`, keeps its hash, and verify still passes."""
+    from stateward.domain.canonical import canonical_hash
+    from stateward.runtime.insight.logverify import verify_database
+
+    operator = generate_keypair()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
+    try:
+        await init(rt, operator)
+        # what today's code wrote: no `order` in the signed input
+        await registry.governance(rt, operator, "mig/log", "add_workflow", {"definition": FLOW})
+    finally:
+        await rt.close()
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0009"))
+        await init_schema(engine)
+    finally:
+        await engine.dispose()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
+    try:
+        async with rt.uow(readonly=True) as uow:
+            [version] = await uow.workflows.versions(FLOW["$path"])
+        assert (version.hash_scheme, version.hash) == (1, canonical_hash(FLOW))
+        report = await verify_database(rt)
+        assert report.valid, [p.line() for p in report.problems]
     finally:
         await rt.close()
