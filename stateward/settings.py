@@ -44,6 +44,9 @@ class Settings:
     #: power loss may lose the last commits, never corrupt) or `full` (every acknowledged
     #: event survives power loss; group commit spreads one fsync over a batch).
     sqlite_synchronous: str = "normal"
+    #: Offer permessage-deflate on websockets (STATEWARD_WS_DEFLATE=1); off by default: a
+    #: deflate per subscriber per event cost more CPU than the frames of events save.
+    ws_deflate: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,6 +85,7 @@ class Settings:
             lock_timeout_ms=int(e.get("STATEWARD_LOCK_TIMEOUT_MS", "1000")),
             shutdown_grace=float(e.get("STATEWARD_SHUTDOWN_GRACE", "10")),
             sqlite_synchronous=sqlite_synchronous(e.get("STATEWARD_SQLITE_SYNCHRONOUS", "")),
+            ws_deflate=_flag(e.get("STATEWARD_WS_DEFLATE", "")),
         )
         return s.with_overrides(**overrides)
 

@@ -163,6 +163,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "log_config": None,  # uvicorn logs through our root handler (JSON when asked)
         "ws": "websockets-sansio",
         "ws_max_size": settings.max_body_bytes,
+        "ws_per_message_deflate": settings.ws_deflate,
         "proxy_headers": False,
         "server_header": False,
         # In-flight requests get most of the shutdown grace; the lifespan stop the rest.

@@ -90,20 +90,27 @@ class LiveViewer:
     def __init__(self, info: Info, viewer: Viewer) -> None:
         self.runtime = runtime(info)
         self.viewer: Viewer | None = viewer
-        self.stale = False
+        self.stale_since: float | None = None
         self.read_at = time.monotonic()
 
     def saw(self, payload: Payload) -> None:
         """Note a bus event; registry events invalidate the cached grants."""
-        if str(payload.get("type", "")).startswith(REGISTRY_PREFIX):
-            self.stale = True
+        if self.stale_since is None and str(payload.get("type", "")).startswith(REGISTRY_PREFIX):
+            self.stale_since = time.monotonic()
 
     async def current(self) -> Viewer | None:
-        """The viewer as of now (None once its key is revoked)."""
+        """The viewer as of now (None once its key is revoked). The read is shared with
+        the actor's other subscriptions on this node (`auth.SharedGrantReads`): one that
+        started after the registry event was seen, or within `REFRESH_AFTER`."""
         now = time.monotonic()
-        if self.viewer is not None and (self.stale or now - self.read_at > REFRESH_AFTER):
-            self.stale, self.read_at = False, now
-            self.viewer = await auth.refresh_viewer(self.runtime, self.viewer)
+        if self.viewer is not None and (
+            self.stale_since is not None or now - self.read_at > REFRESH_AFTER
+        ):
+            not_before = self.stale_since if self.stale_since is not None else now - REFRESH_AFTER
+            self.stale_since = None
+            self.viewer, self.read_at = await auth.shared_grant_reads(self.runtime).read(
+                self.viewer, not_before
+            )
         return self.viewer
 
 

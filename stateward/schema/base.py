@@ -8,6 +8,8 @@ as shared instances.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,10 +93,59 @@ class PerEventExecutionContext(StrawberryGraphQLCoreExecutionContext):
     is bounded by the size of one result.
     """
 
+    #: Set per event when its result may be shared (see `execute_operation`).
+    _shared_key: tuple[int, int, str] | None = None
+
     def build_per_event_executor(self, payload: Any) -> Any:
-        executor = super().build_per_event_executor(payload)
+        executor: Any = super().build_per_event_executor(payload)
         executor._relevant_sub_fields = {}
+        if getattr(payload, "shared_frame", False):
+            key = (id(payload), id(self.operation), _variables_key(self.variable_values))
+            executor._shared_key = key
         return executor
+
+    def execute_operation(self, serially: bool | None = None) -> Any:
+        """Execute once per (event, document, variables) when the event's root says its
+        result is the same for every subscriber allowed to receive it (`shared_frame`:
+        `BusEvent`, which carries no viewer-dependent field); the subscribers of that
+        event with the same document and variables reuse the result. Who may receive the
+        event is decided per subscriber before this runs, so sharing never widens it."""
+        key = self._shared_key
+        if key is None:
+            return super().execute_operation(serially)
+        hit = _SHARED_RESULTS.get(key)
+        if hit is not None and hit[0] is self.root_value and hit[1] is self.operation:
+            return hit[2]
+        result = super().execute_operation(serially)
+        root, operation = self.root_value, self.operation
+
+        def keep(done: Any) -> Any:
+            if not getattr(done, "errors", None):
+                _SHARED_RESULTS[key] = (root, operation, done)
+                while len(_SHARED_RESULTS) > SHARED_RESULTS_SIZE:
+                    _SHARED_RESULTS.popitem(last=False)
+            return done
+
+        if self.is_awaitable(result):
+
+            async def later() -> Any:
+                return keep(await result)
+
+            return later()
+        return keep(result)
+
+
+#: Recent shared subscription results: (event, operation, variables) -> (event, operation,
+#: result); the strong references keep the ids in the key from being reused meanwhile.
+SHARED_RESULTS_SIZE = 512
+_SHARED_RESULTS: OrderedDict[tuple[int, int, str], tuple[Any, Any, Any]] = OrderedDict()
+
+
+def _variables_key(values: Any) -> str:
+    try:
+        return json.dumps(values, sort_keys=True, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):
+        return repr(values)
 
 
 class StatewardSchema(strawberry.Schema):

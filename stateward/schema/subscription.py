@@ -25,7 +25,7 @@ class Subscription:
         f = filter or EventFilter()
         where = streams.make_filter(f.types, f.namespace, f.workflow, f.instance, f.team)
         async for payload in streams.events(info, where, after):
-            yield BusEvent.from_payload(payload)
+            yield BusEvent.shared(payload)
 
     @strawberry.subscription(description="The instance after each of its events.")
     async def instance_updated(self, info: Info, id: str) -> AsyncGenerator[Instance]:
@@ -35,7 +35,7 @@ class Subscription:
     @strawberry.subscription(description="Assignment and SLA events of one team's queue.")
     async def assignment_queue(self, info: Info, team: str) -> AsyncGenerator[BusEvent]:
         async for payload in streams.assignment_queue(info, team):
-            yield BusEvent.from_payload(payload)
+            yield BusEvent.shared(payload)
 
     @strawberry.subscription(
         description="A bulk operation now and after each change of its progress, until it ends."

@@ -57,6 +57,12 @@ def test_serve_gives_uvicorn_the_body_limit_and_no_proxy_handling():
     assert options["proxy_headers"] is False
 
 
+def test_permessage_deflate_is_off_unless_asked_for():
+    assert uvicorn_options(Settings())["ws_per_message_deflate"] is False
+    on = Settings.from_env({"STATEWARD_WS_DEFLATE": "1"})
+    assert uvicorn_options(on)["ws_per_message_deflate"] is True
+
+
 @pytest.mark.slow
 async def test_a_huge_pre_init_frame_is_refused_before_it_is_buffered(
     server: ServerProcess,

@@ -124,6 +124,8 @@ class Runtime:
     #: Process id -> the ancestors an event of it may write through `$child` (immutable
     #: facts: parent links and pinned versions never change), `joins.awaiting_ancestors`.
     ancestry: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    #: Live subscriptions' grant re-reads, shared per actor (`access/auth.SharedGrantReads`).
+    grant_reads: Any = field(default=None, repr=False)
 
     @classmethod
     async def open(

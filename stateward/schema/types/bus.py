@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,24 @@ class BusEvent:
         default=None, description="The event's chain hash: maps the message to its log event."
     )
 
+    #: Every subscriber allowed to receive this event gets the same result for the same
+    #: document: a subscription executes it once per (event, document, variables).
+    shared_frame: strawberry.Private[bool] = True
+
+    @classmethod
+    def shared(cls, payload: Mapping[str, Any]) -> BusEvent:
+        """`from_payload`, one object per payload (the fan-out shares payload objects among
+        subscribers, so their executions can be shared, `schema.base`)."""
+        key = id(payload)
+        hit = _RECENT.get(key)
+        if hit is not None and hit[0] is payload:
+            return hit[1]
+        event = cls.from_payload(payload)
+        _RECENT[key] = (payload, event)
+        while len(_RECENT) > RECENT_SIZE:
+            _RECENT.popitem(last=False)
+        return event
+
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> BusEvent:
         """From a §9 payload (bus message or outbox row)."""
@@ -53,3 +72,8 @@ class BusEvent:
             details=payload.get("details"), process=payload.get("process"),
             seq=payload.get("seq"), hash=payload.get("hash"),
         )  # fmt: skip
+
+
+#: The BusEvent of recent payloads (payload kept, so its id is not reused meanwhile).
+RECENT_SIZE = 256
+_RECENT: OrderedDict[int, tuple[Mapping[str, Any], BusEvent]] = OrderedDict()

@@ -1,0 +1,99 @@
+"""Fan-out that executes once: subscribers of one event with the same document share one
+execution, and a subscriber never receives an event of a namespace it may not read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from graph_stack import Api
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from tenant_world import ACT, Socket, serve, subscribed, world
+
+QUERY = 'subscription{events(filter:{types:["workflow.updated"]}){type namespace instanceId}}'
+
+
+@pytest.fixture
+async def ws_url(api: Api) -> AsyncIterator[str]:
+    async for url in serve(api):
+        yield url
+
+
+async def _frames(sock: Socket, count: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(count):
+        message = await sock.message()
+        assert message["type"] == "next", message
+        out.append(message["payload"])
+    return out
+
+
+async def test_a_restricted_subscriber_never_receives_another_class_frame(
+    api: Api, ws_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = await world(api)
+    runs = 0
+    original = StrawberryGraphQLCoreExecutionContext.execute_operation
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal runs
+        if self.root_value is not None:  # a subscription event
+            runs += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StrawberryGraphQLCoreExecutionContext, "execute_operation", counted)
+    socks = {
+        name: await Socket.open(ws_url, token)
+        for name, token in (
+            ("acme", w.acme.analyst[1]),
+            ("globex", w.globex.analyst[1]),
+            ("admin1", api.admin_token),
+            ("admin2", api.admin_token),
+        )
+    }
+    try:
+        for sock in socks.values():
+            await sock.subscribe(QUERY, {})
+        await subscribed(api, 4)
+        await asyncio.sleep(0.2)
+        runs = 0
+        for tenant in (w.acme, w.globex, w.acme):
+            await api.ok(ACT, {"i": tenant.instance, "a": "note", "in": {"text": "t"}},
+                         token=tenant.admin[1])  # fmt: skip
+        acme = await _frames(socks["acme"], 2)
+        globex = await _frames(socks["globex"], 1)
+        admin1 = await _frames(socks["admin1"], 3)
+        admin2 = await _frames(socks["admin2"], 3)
+        assert await socks["acme"].silent(0.5) and await socks["globex"].silent(0.1)
+    finally:
+        for sock in socks.values():
+            await sock.close()
+    assert {f["data"]["events"]["namespace"] for f in acme} == {"acme/sales"}
+    assert {f["data"]["events"]["namespace"] for f in globex} == {"globex/sales"}
+    assert admin1 == admin2  # the same frames, in the same order
+    assert [f for f in admin1 if f["data"]["events"]["namespace"] == "acme/sales"] == acme
+    assert runs == 3  # one execution per event, shared by every subscriber allowed to see it
+
+
+async def test_different_documents_are_executed_apart(api: Api, ws_url: str) -> None:
+    w = await world(api)
+    one, two = (
+        await Socket.open(ws_url, api.admin_token),
+        await Socket.open(ws_url, api.admin_token),
+    )
+    try:
+        await one.subscribe(QUERY, {})
+        await two.subscribe('subscription{events(filter:{types:["workflow.updated"]}){cursor}}', {})
+        await subscribed(api, 2)
+        await asyncio.sleep(0.2)
+        await api.ok(ACT, {"i": w.acme.instance, "a": "note", "in": {"text": "t"}},
+                     token=w.acme.admin[1])  # fmt: skip
+        [first] = await _frames(one, 1)
+        [second] = await _frames(two, 1)
+    finally:
+        await one.close()
+        await two.close()
+    assert set(first["data"]["events"]) == {"type", "namespace", "instanceId"}
+    assert set(second["data"]["events"]) == {"cursor"}
