@@ -169,3 +169,12 @@ async def test_readers_do_not_wait_for_a_writer(uow_factory: UnitOfWorkFactory) 
                 return await reader.processes.get(record.id)
 
         assert await asyncio.wait_for(read(), timeout=5) is None
+
+
+def test_json_columns_round_trip_through_orjson_and_fall_back_for_what_it_refuses() -> None:
+    from stateward.persistence.db import dumps_json, loads_json
+
+    value = {"é": ["ü", 1.5, 2**53 - 1, None, True, {"n": -(2**63)}], "": {}}
+    assert loads_json(dumps_json(value)) == value
+    assert dumps_json({"big": 2**70}) == '{"big": 1180591620717411303424}'  # json.dumps
+    assert loads_json("[1, NaN]")[0] == 1  # orjson refuses NaN: the standard library reads it
