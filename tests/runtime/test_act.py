@@ -65,6 +65,21 @@ async def test_a_forged_signature_is_refused(admin_rt, operator):
     assert error == "BAD_SIGNATURE"
 
 
+async def test_only_this_nodes_own_attested_signature_skips_the_check(admin_rt, operator):
+    pid = await _instance(admin_rt, operator)
+    signed = _create(admin_rt, operator, pid)
+    other = sign_envelope(signed.envelope, generate_keypair())
+    forged = SignedEnvelope(signed.envelope, operator.public, other.signature)
+    # attested=True does not let another key's bad signature through
+    assert await _codes(act(admin_rt, forged, attested=True)) == "BAD_SIGNATURE"
+    # and a node-key signature from client input (attested=False) is checked
+    own = attest(admin_rt, operator.public, pid, "create", PATH, {"name": "Ann"})
+    bad = SignedEnvelope(own.envelope, own.signer, other.signature)
+    assert await _codes(act(admin_rt, bad, attested=False)) == "BAD_SIGNATURE"
+    result = await act(admin_rt, own, attested=True)  # the fresh own signature: applied
+    assert result.event.signer == admin_rt.node_public
+
+
 async def test_an_envelope_from_another_net_is_refused(admin_rt, operator):
     pid = await _instance(admin_rt, operator)
     envelope = build_envelope(
