@@ -13,10 +13,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, MutableMapping
+import json
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Mapping, MutableMapping
 from datetime import timedelta
 from typing import Any
 
+import orjson
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -24,7 +27,11 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import MissingQueryError
-from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived
+from strawberry.http.exceptions import (
+    NonJsonMessageReceived,
+    NonTextMessageReceived,
+    WebSocketDisconnected,
+)
 from strawberry.schema import BaseSchema
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -96,6 +103,40 @@ class StrictWebSocketAdapter(ASGIWebSocketAdapter):
             raise NonTextMessageReceived from e
         except WebSocketDisconnect:  # pragma: no cover
             pass
+
+    async def send_json(self, message: Mapping[str, object]) -> None:
+        """Strawberry's `send_json`, except that a `next` frame whose result data is shared
+        by several subscribers (one execution per event and document, `schema.base`) is
+        serialised once: only the `{"id": …, "type": "next", "payload": ` prefix differs."""
+        payload = message.get("payload")
+        if message.get("type") != "next" or not isinstance(payload, dict) or len(payload) != 1:
+            await super().send_json(message)
+            return
+        data = payload.get("data")
+        hit = _ENCODED.get(id(data))
+        if hit is None or hit[0] is not data:
+            hit = (data, _dumps({"data": data}))
+            _ENCODED[id(data)] = hit
+            while len(_ENCODED) > ENCODED_SIZE:
+                _ENCODED.popitem(last=False)
+        frame = f'{{"id":{_dumps(message.get("id"))},"type":"next","payload":{hit[1]}}}'
+        try:
+            await self.ws.send_text(frame)
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
+
+
+#: The JSON of recently sent `next` payloads by the identity of their data (kept alive, so
+#: an id is not reused while it is a key).
+ENCODED_SIZE = 512
+_ENCODED: OrderedDict[int, tuple[object, str]] = OrderedDict()
+
+
+def _dumps(value: object) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):

@@ -12,6 +12,8 @@ from graph_stack import Api
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from tenant_world import ACT, Socket, serve, subscribed, world
 
+from stateward.http import graphql_view
+
 QUERY = 'subscription{events(filter:{types:["workflow.updated"]}){type namespace instanceId}}'
 
 
@@ -44,6 +46,15 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(StrawberryGraphQLCoreExecutionContext, "execute_operation", counted)
+    encoded = 0
+    dumps = graphql_view._dumps
+
+    def counted_dumps(value: Any) -> str:
+        nonlocal encoded
+        encoded += isinstance(value, dict)
+        return dumps(value)
+
+    monkeypatch.setattr(graphql_view, "_dumps", counted_dumps)
     socks = {
         name: await Socket.open(ws_url, token)
         for name, token in (
@@ -58,7 +69,7 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
             await sock.subscribe(QUERY, {})
         await subscribed(api, 4)
         await asyncio.sleep(0.2)
-        runs = 0
+        runs = encoded = 0
         for tenant in (w.acme, w.globex, w.acme):
             await api.ok(ACT, {"i": tenant.instance, "a": "note", "in": {"text": "t"}},
                          token=tenant.admin[1])  # fmt: skip
@@ -75,6 +86,7 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
     assert admin1 == admin2  # the same frames, in the same order
     assert [f for f in admin1 if f["data"]["events"]["namespace"] == "acme/sales"] == acme
     assert runs == 3  # one execution per event, shared by every subscriber allowed to see it
+    assert encoded == 3  # and one serialisation of its payload
 
 
 async def test_different_documents_are_executed_apart(api: Api, ws_url: str) -> None:
