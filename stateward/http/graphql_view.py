@@ -19,7 +19,10 @@ from collections.abc import AsyncGenerator, Mapping, MutableMapping
 from datetime import timedelta
 from typing import Any
 
-import orjson
+try:  # a declared dependency; a venv made before it was added still works, more slowly
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -133,6 +136,8 @@ _ENCODED: OrderedDict[int, tuple[object, str]] = OrderedDict()
 
 
 def _dumps(value: object) -> str:
+    if orjson is None:  # pragma: no cover
+        return json.dumps(value)
     try:
         return orjson.dumps(value).decode()
     except TypeError:

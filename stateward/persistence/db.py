@@ -15,7 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
+try:  # a declared dependency; a venv made before it was added still works, more slowly
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, event, text
@@ -76,6 +79,8 @@ def dumps_json(value: Any) -> str:
     """The text of a JSON column (orjson: instance data is written at every event, and the
     standard library took ~2 ms for 64 KB); values orjson refuses (integers past 64 bits,
     non-string keys) go through `json.dumps`."""
+    if orjson is None:  # pragma: no cover
+        return json.dumps(value)
     try:
         return orjson.dumps(value).decode()
     except TypeError:
@@ -84,6 +89,8 @@ def dumps_json(value: Any) -> str:
 
 def loads_json(text: str | bytes) -> Any:
     """A JSON column's value (orjson; `json.loads` for what orjson refuses)."""
+    if orjson is None:  # pragma: no cover
+        return json.loads(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
