@@ -103,6 +103,24 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
             row = page.locator(f'#instances tr[data-instance="{instance}"]')
             expect(row).to_be_visible(timeout=2000)
             assert time.monotonic() - started < 2.0
+            # The per-state counts are the server's GROUP BY, recounted after the event.
+            state = gql(server.url, token, '{ instance(id: "%s") { state { key } } }' % instance)
+            key = state["instance"]["state"]["key"]
+            counted = gql(
+                server.url,
+                token,
+                "{ instanceCounts(groupBy: [WORKFLOW, STATE], filter: {status: [ACTIVE, STALE,"
+                " ERROR]}) { workflow state count } }",
+            )["instanceCounts"]
+            [expected] = [
+                c["count"]
+                for c in counted
+                if c["workflow"] == "support/desk/ticket" and c["state"] == key
+            ]
+            cell = page.locator(
+                f'#counts tr[data-workflow="support/desk/ticket"][data-state="{key}"] td.count'
+            )
+            expect(cell).to_have_text(str(expected), timeout=5000)
 
             gql(
                 server.url,

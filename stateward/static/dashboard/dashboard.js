@@ -17,6 +17,9 @@ const INSTANCE = `query($i: String!) { instance(id: $i) { ${INSTANCE_FIELDS} } }
 const QUEUE = `query($t: String!) { assignments(team: $t, status: "unassigned", first: 50) {
   nodes { assignmentId instanceId state team createdAt } } }`;
 const CLAIM = `mutation($id: String!) { claimAssignment(id: $id) { assignmentId status assignee } }`;
+// Counted by the server (GROUP BY), not from the instances this page happened to load.
+const COUNTS = `{ instanceCounts(groupBy: [WORKFLOW, STATE],
+  filter: { status: [ACTIVE, STALE, ERROR] }) { workflow state count } }`;
 const ENDED = new Set(["completed", "cancelled"]);
 const MAX_EVENTS = 60;
 const TOKEN_KEY = "stateward.dashboard.token";
@@ -27,6 +30,8 @@ const ui = {
   instances: new Map(),
   workflows: new Map(),
   queues: new Map(),
+  counts: [],
+  countsDue: null,
   selected: null,
   fresh: new Set(),
   stream: null,
@@ -112,8 +117,26 @@ async function loadAll() {
     after = instances.pageInfo.endCursor;
   }
   fillWorkflowPicker();
-  await Promise.all([...teams()].map((team) => loadQueue(team)));
+  await Promise.all([loadCounts(), ...[...teams()].map((team) => loadQueue(team))]);
   renderAll();
+}
+
+async function loadCounts() {
+  try {
+    ui.counts = (await ui.client.query(COUNTS)).instanceCounts;
+  } catch {
+    ui.counts = [];
+  }
+}
+
+// A burst of events asks for one recount, not one per event.
+function recountSoon() {
+  if (ui.countsDue) return;
+  ui.countsDue = setTimeout(async () => {
+    ui.countsDue = null;
+    await loadCounts();
+    renderCounts();
+  }, 250);
 }
 
 function teams() {
@@ -183,6 +206,7 @@ async function onEvent(event) {
   if (event.instanceId && event.type.startsWith("workflow.") && event.type !== "workflow.deployed") {
     if (event.type === "workflow.started") ui.fresh.add(event.instanceId);
     await refreshInstance(event.instanceId);
+    recountSoon();
   }
   if (event.team) await loadQueue(event.team);
   renderAll();
@@ -199,19 +223,11 @@ function renderAll() {
 }
 
 function renderCounts() {
-  const counts = new Map();
-  for (const instance of ui.instances.values()) {
-    if (ENDED.has(instance.status)) continue;
-    const key = `${instance.workflowPath}\u0000${instance.state.key}`;
-    counts.set(key, (counts.get(key) || 0) + 1);
-  }
-  const rows = [...counts.entries()].sort(([a], [b]) => a.localeCompare(b));
   $("#counts").replaceChildren(
-    ...rows.map(([key, count]) => {
-      const [workflow, state] = key.split("\u0000");
-      return el("tr", { "data-count": key }, el("td", {}, workflow), el("td", {}, state),
-        el("td", { class: "count" }, count));
-    }),
+    ...ui.counts.map(({ workflow, state, count }) =>
+      el("tr", { "data-workflow": workflow, "data-state": state }, el("td", {}, workflow),
+        el("td", {}, state), el("td", { class: "count" }, count)),
+    ),
   );
 }
 
