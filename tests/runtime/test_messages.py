@@ -201,3 +201,26 @@ async def test_the_waits_index_follows_the_instance(desk):
     await correlate.publish(desk.rt, desk.admin, DESK, "shipped", "H-1")
     async with desk.rt.uow(readonly=True) as uow:
         assert await uow.messages.waits_of(pid) == []  # completed: waits for nothing
+
+
+async def test_another_node_publishing_finds_the_waiting_instance(desk, db_url, clock):
+    """The index is in the database: a node that never saw the instance delivers to it."""
+    from stateward.governance.keys import generate_keypair
+    from stateward.runtime.core.services import Runtime
+    from stateward.settings import Settings
+
+    pid = await _order(desk, "N-1")
+    other = await Runtime.open(Settings(database_url=db_url), clock=clock,
+                               node_key=generate_keypair())  # fmt: skip
+    try:
+        result = await correlate.publish(other, desk.admin, DESK, "paid", "N-1", {"amount": 1},
+                                         ttl_seconds=60)  # fmt: skip
+        assert result.delivered == [pid]
+        async with desk.rt.uow(readonly=True) as uow:
+            last = (await uow.events.for_process(pid))[-1]
+        assert (last.action, last.signer) == ("$message", other.node_public)
+        late = await _order(desk, "N-1")  # arrives on the first node: the kept message
+        assert await correlate.deliver_pending(other) != []
+        assert (await desk.process(late)).state == "paid"
+    finally:
+        await other.close()
