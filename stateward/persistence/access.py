@@ -54,6 +54,17 @@ class GrantRepository(Repository):
         )
         return frozenset((await self.session.execute(stmt)).scalars())
 
+    async def holders(self, role: str, namespace: str) -> list[str]:
+        """The actors holding `role` in `namespace` (grants of `system` and every prefix),
+        sorted by actor id: a team's members in a stable order."""
+        stmt = (
+            select(G.c.actor)
+            .where(G.c.role == role.lower(), G.c.namespace.in_(namespace_scopes(namespace)))
+            .distinct()
+            .order_by(G.c.actor)
+        )
+        return list((await self.session.execute(stmt)).scalars())
+
     async def members(self, namespace: str) -> list[GrantRecord]:
         """Grants made in `namespace`'s own registry, by actor then role."""
         stmt = select(G).where(G.c.namespace == namespace).order_by(G.c.actor, G.c.role)

@@ -58,6 +58,19 @@ class AssignmentRepository(Repository):
         """Insert a new assignment (normally status `unassigned`)."""
         await self.session.execute(insert(A).values(**{c: getattr(record, c) for c in _COLUMNS}))
 
+    async def count_rotation(self, workflow: str, state: str, team: str) -> int:
+        """How many assignments of `team` the instances of `workflow` opened in `state`
+        (the turn counter of `auto_assign: round_robin`)."""
+        from stateward.persistence.models import Process
+
+        P = cast(Table, Process.__table__)
+        stmt = (
+            select(func.count())
+            .select_from(A.join(P, P.c.id == A.c.process_id))
+            .where(P.c.workflow == workflow, A.c.state == state, A.c.team == team)
+        )
+        return int((await self.session.execute(stmt)).scalar_one())
+
     async def get(self, assignment_id: str) -> AssignmentRecord | None:
         """The assignment `assignment_id`, or None."""
         row = (await self.session.execute(select(A).where(A.c.id == assignment_id))).one_or_none()

@@ -42,7 +42,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
-from stateward.runtime.core import joins, references
+from stateward.runtime.core import joins, references, rotation
 from stateward.runtime.core.kernel import START, ActContext, evaluate
 
 if TYPE_CHECKING:
@@ -260,15 +260,18 @@ async def _effects(
         ids[ev.ASSIGNMENT_CANCELLED] = [a.id for a in closed]
     if effects.open_assignment is not None:
         aid = assignment_id(ctx.identity)
+        member = await rotation.next_member(ctx, record, outcome.state, effects.open_assignment)
         await uow.assignments.open(
             AssignmentRecord(
                 id=aid,
                 process_id=pid,
                 state=outcome.state,
                 team=effects.open_assignment,
-                status="unassigned",
+                status="claimed" if member else "unassigned",
                 entered_seq=record.seq,
                 created_at=ctx.now,
+                assignee=member,
+                claimed_at=ctx.now if member else None,
             )
         )
         ids[ev.WORKFLOW_ASSIGNED] = [aid]
