@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from stateward.commands.remote import add_target
+
 
 def _db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", dest="db", default=None, help="database URL (STATEWARD_DATABASE_URL)")
@@ -149,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", default=None, help=_KEY + " (with --db)")
     p.add_argument("--url", default=None, help="a running server (with --token)")
     p.add_argument("--token", default=None, help="API token (with --url)")
+
+    p = sub.add_parser("migrate", help="move an instance to another version of its workflow")
+    add_target(p)
+    p.add_argument("instance", help="instance id")
+    p.add_argument("--to-version", type=int, required=True, help="the version to move it to")
+    p.add_argument("--state-map", default=None, help='JSON {"old state": "new state"}')
+    p.add_argument("--mutate", default=None, help="JSON DSL data mutation applied with it")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
 
     p = sub.add_parser("serve", help="run the GraphQL server")
     _db(p)

@@ -43,10 +43,12 @@ CLAIM = "$claim"
 UNCLAIM = "$unclaim"
 ASSIGNMENT_CANCEL = "$assignment_cancel"
 ENTRY_TOKEN = "$entry_token"
+#: Evaluated by `domain.migration.migrate` (two definitions), never by `apply`.
+MIGRATE = "$migrate"
 #: Every reserved name a log may hold (DSL action keys can never start with `$`).
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
-    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP}
+    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP, MIGRATE}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,

@@ -24,6 +24,8 @@ SLA_BREACHED: Final = "workflow.sla.breached"
 WORKFLOW_ERROR: Final = "workflow.error"
 WORKFLOW_STALE: Final = "workflow.stale"
 WORKFLOW_DEPLOYED: Final = "workflow.deployed"
+#: An instance moved to another version of its workflow (`$migrate`, issue 15).
+WORKFLOW_MIGRATED: Final = "workflow.migrated"
 ROLE_GRANTED: Final = "registry.role.granted"
 ROLE_REVOKED: Final = "registry.role.revoked"
 #: A node signed a checkpoint of the deployment log (details: the signed checkpoint).
@@ -46,6 +48,7 @@ ALL_TYPES: Final = (
     WORKFLOW_ERROR,
     WORKFLOW_STALE,
     WORKFLOW_DEPLOYED,
+    WORKFLOW_MIGRATED,
     ROLE_GRANTED,
     ROLE_REVOKED,
     LOG_CHECKPOINT,

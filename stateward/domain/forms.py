@@ -26,6 +26,7 @@ __all__ = [
     "FIELD_TYPES",
     "MAX_PATTERN_INPUT",
     "check_fields",
+    "field_problem",
     "parse_form",
     "validate_fields",
 ]
@@ -287,7 +288,7 @@ def validate_fields(form: FormTemplate, fields: object) -> list[Problem]:
             if field.required:
                 problems.append(_invalid(field.name, "is required"))
             continue
-        message = _field_problem(field, value)
+        message = field_problem(field, value)
         if message:
             problems.append(_invalid(field.name, message))
     return problems
@@ -322,7 +323,7 @@ def check_prefill(form: FormTemplate | None, data: object) -> None:
         if field is None:
             problems.append(Problem(INVALID_INPUT, f"{name!r} is not a field of the form", where))
             continue
-        message = None if value is None else _field_problem(field, value)
+        message = None if value is None else field_problem(field, value)
         if message:
             problems.append(Problem(INVALID_INPUT, f"field {name!r} {message}", where))
     if problems:
@@ -334,7 +335,8 @@ def _invalid(name: str, message: str) -> Problem:
     return Problem(INVALID_INPUT, f"field {name!r} {message}", pointer_join("/fields", name))
 
 
-def _field_problem(field: FormField, value: Any) -> str | None:
+def field_problem(field: FormField, value: Any) -> str | None:
+    """Why `value` does not fit `field` (type, range, length, pattern, options), or None."""
     kind = json_kind(value)
     t = field.type
     if t in ("number", "integer"):

@@ -83,6 +83,21 @@ class EventRepository(Repository):
             stmt = stmt.limit(limit)
         return [_record(r) for r in await self.session.execute(stmt)]
 
+    async def first_of_action(
+        self, process_ids: Iterable[str], action: str
+    ) -> dict[str, StoredEvent]:
+        """Batch loader: each process's first event recorded as `action` (when it has one)."""
+        found: dict[str, StoredEvent] = {}
+        for batch in chunks(dict.fromkeys(process_ids)):
+            stmt = (
+                select(E)
+                .where(E.c.process_id.in_(batch), E.c.action == action)
+                .order_by(E.c.process_id, E.c.seq)
+            )
+            for row in await self.session.execute(stmt):
+                found.setdefault(row.process_id, _record(row))
+        return found
+
     async def latest_events_by_process(
         self, process_ids: Iterable[str], n: int
     ) -> dict[str, list[StoredEvent]]:

@@ -15,6 +15,7 @@ from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import KernelOp, register, register_governance
 from stateward.runtime.hooks import automation
 from stateward.runtime.messages import correlate
+from stateward.runtime.operate import migration
 from stateward.runtime.public import entry
 from stateward.runtime.queues import assignments
 from stateward.runtime.sweeps import scheduler, sla, staleness
@@ -32,6 +33,7 @@ OPERATIONS: dict[str, KernelOp] = {
     automation.AUTOMATE: automation.op_automate,
     correlate.MESSAGE: correlate.op_message,  # issue 15: a message delivered
     joins.CHILD: joins.op_child,  # DSL 2.1: a child ended (written by the core's writes)
+    migration.MIGRATE: migration.op_migrate,  # issue 15: move an instance to another version
 }
 
 

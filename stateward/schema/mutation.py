@@ -10,12 +10,13 @@ from typing import Annotated
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import batches, idempotency, kernel, messages, packages, writes
+from stateward.resolvers import batches, idempotency, kernel, messages, operations, packages, writes
 from stateward.schema.inputs import InstanceFilter, SignedEventInput, search_of
 from stateward.schema.scalars import JSON
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.messages import MessagePublication
+from stateward.schema.types.operations import MigrationResult
 from stateward.schema.types.public import PublicEntry, PublicView
 from stateward.schema.types.registry import Registry
 from stateward.schema.types.results import (
@@ -294,6 +295,19 @@ class Mutation:
     @strawberry.mutation(description="Stop a running bulk operation (what was applied stays).")
     async def cancel_batch_operation(self, info: Info, id: strawberry.ID) -> BatchOperation:
         return BatchOperation.from_record(await batches.cancel_batch_operation(info, id))
+
+    @strawberry.mutation(
+        description="Move an instance to another version of its workflow (a `$migrate` "
+        "event; admin or operator of its namespace). `stateMap` maps old state keys to new "
+        "ones (identity by default), `mutate` is a DSL data mutation applied in the same "
+        "event; `dryRun` returns the plan (with its problems) and writes nothing."
+    )
+    async def migrate_instance(
+        self, info: Info, instance: str, to_version: int, state_map: JSON | None = None,
+        mutate: JSON | None = None, dry_run: bool = False,
+    ) -> MigrationResult:  # fmt: skip
+        result = await operations.migrate(info, instance, to_version, state_map, mutate, dry_run)
+        return MigrationResult.from_domain(result)
 
 
 #: Mutations that write no event (sessions, tokens), take a client-signed envelope or

@@ -118,6 +118,14 @@ async def _cancel(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]
     }
 
 
+async def _migrate(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
+    # a dry run: the refusal of a version that does not exist is part of the plan, so an
+    # allowed caller gets data and the roles are all that is tested here
+    query = """mutation($i:String!){migrateInstance(instance:$i,toVersion:99,dryRun:true){
+      plan{valid problems{code}}}}"""
+    return query, {"i": await m.fresh_instance(obj)}
+
+
 async def _entry(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
     # entry tokens exist only for workflows with a public state: the tenant's public form
     started = await m.api.ok("mutation($w:String!){startInstance(workflow:$w){instanceId}}",
@@ -357,6 +365,8 @@ EXPECTED: dict[str, Case] = {
     "performAction": Case(_perform, READ),
     "advance": Case(_advance, READ),
     "cancelInstance": Case(_cancel, "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    # operations (issue 15): admin or operator of the instance's namespace
+    "migrateInstance": Case(_migrate, "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
     "claimAssignment": Case(_assignment("claimAssignment", claimed=False), READ),
     "unclaimAssignment": Case(_assignment("unclaimAssignment", claimed=True), READ),
     "completeAssignment": Case(_assignment("completeAssignment", True, ',action:"win"'),

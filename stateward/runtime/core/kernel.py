@@ -83,6 +83,9 @@ class ActContext:
     #: process (and be reported to it); a `$start` input's `parent` says the same for
     #: children in the parent's namespace.
     spawned_by: str | None = None
+    #: Keep the state's entry time although the state key changes (a `$migrate`: the
+    #: instance did not enter a state, its state was renamed by a new version).
+    keep_entry: bool = False
 
     @property
     def envelope(self) -> Envelope:

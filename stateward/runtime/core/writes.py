@@ -95,7 +95,8 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
     """The process row after `outcome` (a new row for a `$start` or a new registry)."""
     old = ctx.process
     seq = 1 if old is None else old.seq + 1
-    entered = event_ts if old is None or outcome.state_changed else old.state_entered_at
+    changed = outcome.state_changed and not ctx.keep_entry
+    entered = event_ts if old is None or changed else old.state_entered_at
     sla = outcome.effects.sla
     values: dict[str, Any] = {
         "data": dict(outcome.data),
@@ -103,6 +104,7 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         "status": outcome.status,
         "seq": seq,
         "state_entered_at": entered,
+        "workflow_version": ctx.version,  # a `$migrate` moves the instance to another one
         "last_event_at": ctx.now,
         "updated_at": ctx.now,
         "automation_chain": (old.automation_chain + 1 if old else 1)
@@ -128,7 +130,6 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         kind=ctx.kind,
         namespace=ctx.namespace,
         workflow=ctx.workflow,
-        workflow_version=ctx.version,
         created_at=ctx.now,
         parent_id=parent if isinstance(parent, str) else None,
         started_by=ctx.actor.id,

@@ -19,6 +19,7 @@ from typing import Any
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.logformat import LOG_FORMAT
+from stateward.domain.migration import MIGRATE
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint
 from stateward.records import StoredEvent
 from stateward.runtime.core.services import Runtime, legacy_nodes
@@ -112,14 +113,17 @@ async def export_lines(runtime: Runtime) -> AsyncIterator[dict[str, Any]]:
             rows = await uow.log.events(after=after, limit=PAGE)
             if not rows:
                 break
-            versions = await uow.processes.processes_by_ids(
-                [e.process_id for _i, e in rows if e.seq == 1]
-            )
+            firsts = [e.process_id for _i, e in rows if e.seq == 1]
+            versions = await uow.processes.processes_by_ids(firsts)
+            # a migrated instance started on the version its first `$migrate` left
+            migrated = await uow.events.first_of_action(firsts, MIGRATE)
             for index, event in rows:
                 pinned = versions.get(event.process_id) if event.seq == 1 else None
-                yield event_line(
-                    index, event, pinned.workflow_version if pinned else None
-                ).to_json()
+                version = pinned.workflow_version if pinned else None
+                moved = migrated.get(event.process_id) if pinned else None
+                if moved is not None and isinstance(moved.input.get("fromVersion"), int):
+                    version = int(moved.input["fromVersion"])
+                yield event_line(index, event, version).to_json()
                 while pending and pending[0].size == index + 1:
                     yield pending.pop(0).as_json()
             after = rows[-1][0]

@@ -26,7 +26,8 @@ from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import DomainError
 from stateward.domain.logformat import event_leaf_hash
-from stateward.domain.model import Actor, Definition, ProcessSnapshot
+from stateward.domain.migration import MIGRATE, migrate
+from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.domain.versionhash import apply_order
 from stateward.governance.chain import GENESIS_PREV, event_hash
@@ -265,11 +266,14 @@ class OfflineVerifier:
             )  # fmt: skip
             change = None
         try:
-            outcome = evaluate(
-                state.definition, before, name=name, input=envelope.action.input, actor=actor,
-                ts=envelope.ts, event_id=envelope.identity(), process_id=envelope.process,
-                authorize=False,
-            )  # fmt: skip
+            if name == MIGRATE and before is not None and not state.kind_registry:
+                outcome = self._migrate(state, before, envelope)
+            else:
+                outcome = evaluate(
+                    state.definition, before, name=name, input=envelope.action.input,
+                    actor=actor, ts=envelope.ts, event_id=envelope.identity(),
+                    process_id=envelope.process, authorize=False,
+                )  # fmt: skip
         except DomainError as exc:
             self.problem(event.process, event.seq, REPLAY_FAILED, f"{exc.code}: {exc.message}")
             state.broken = True
@@ -289,6 +293,23 @@ class OfflineVerifier:
             self.trust.apply(*change)
         if state.kind_registry:
             self._governance(event, envelope)
+
+    def _migrate(self, state: _Process, before: ProcessSnapshot, envelope: Envelope) -> Outcome:
+        """Replay a `$migrate`: the outcome, and the process runs the target from now on."""
+        assert state.definition is not None
+        input = envelope.action.input
+        version = input.get("toVersion")
+        target = self.definitions.get(
+            (envelope.action.workflow, version if isinstance(version, int) else 0)
+        )
+        if target is None:
+            raise DomainError(
+                NOT_FOUND,
+                f"{envelope.action.workflow} v{version} was not deployed earlier in the log",
+            )
+        outcome = migrate(state.definition, target, before, input, envelope.ts)
+        state.definition = target
+        return outcome
 
     def _governance(self, event: LogEvent, envelope: Envelope) -> None:
         """What a replayed registry event changes for later events: definitions, keys."""

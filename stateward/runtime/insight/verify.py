@@ -20,6 +20,7 @@ from typing import Any
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.canonical import canonical_bytes, loads_strict
 from stateward.domain.errors import DomainError
+from stateward.domain.migration import MIGRATE, migrate
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.domain.versionhash import (
@@ -176,10 +177,14 @@ class _ProcessCheck:
         keys = {k for e in events for k in (e.actor, e.signer) if is_public_key(k)}
         statuses = await self.uow.keys.statuses(keys)
         envelopes = [self._envelope(e, statuses) for e in events]
-        definition = await self._definition()
-        if definition is None:
-            return
-        replayed = self._replay(definition, events, envelopes)
+        versions = _versions(self.record, envelopes)
+        definitions: dict[int, Definition] = {}
+        for version in versions:
+            found = await self._definition(version)
+            if found is None:
+                return
+            definitions[version] = found
+        replayed = self._replay(definitions, versions[0], events, envelopes)
         if replayed is not None:
             self._compare(replayed, events)
         if self.record.kind == REGISTRY:
@@ -227,14 +232,14 @@ class _ProcessCheck:
             self.problem(event.seq, BAD_SIGNATURE, exc.message)
         return envelope
 
-    async def _definition(self) -> Definition | None:
+    async def _definition(self, pinned: int) -> Definition | None:
         record = self.record
         try:
             if record.kind == REGISTRY:
                 return bootstrap_definition(record.namespace)
-            version = await self.uow.workflows.version(record.workflow, record.workflow_version)
+            version = await self.uow.workflows.version(record.workflow, pinned)
             if version is None:
-                raise DomainError(NOT_FOUND, f"{record.workflow} v{record.workflow_version}")
+                raise DomainError(NOT_FOUND, f"{record.workflow} v{pinned}")
             if version_problem(version) is not None:
                 self.problem(
                     0,
@@ -247,16 +252,28 @@ class _ProcessCheck:
             return None
 
     def _replay(
-        self, definition: Definition, events: list[StoredEvent], envelopes: list[Envelope | None]
+        self,
+        definitions: dict[int, Definition],
+        first: int,
+        events: list[StoredEvent],
+        envelopes: list[Envelope | None],
     ) -> ProcessSnapshot | None:
-        """Replay the log through the engine; the snapshot after the last event."""
-        record, snapshot = self.record, None
+        """Replay the log through the engine; the snapshot after the last event. A
+        `$migrate` event switches to the version it moved the instance to."""
+        record, snapshot, definition = self.record, None, definitions[first]
         for event, envelope in zip(events, envelopes, strict=True):
             if envelope is None:
                 return None
             actor = Actor(id=envelope.actor, visitor=envelope.actor.startswith("visitor:"))
             name = replay_name(envelope.action.name, event.action)
             try:
+                if name == MIGRATE and snapshot is not None and record.kind != REGISTRY:
+                    target = definitions[envelope.action.input["toVersion"]]
+                    outcome = migrate(definition, target, snapshot, envelope.action.input,
+                                      envelope.ts)  # fmt: skip
+                    definition = target
+                    snapshot = _after(record, snapshot, outcome, envelope)
+                    continue
                 outcome = evaluate(
                     definition,
                     snapshot,
@@ -446,6 +463,23 @@ def version_problem(version: WorkflowVersionRecord, deploying: Any = None) -> st
     if order is not None and order != definition_order(source):
         return "the stored state/action order differs from the order its event signed"
     return None
+
+
+def _versions(record: ProcessRecord, envelopes: list[Envelope | None]) -> list[int]:
+    """The versions a process ran, in order: the one it started on, then the target of
+    each `$migrate` (a process never migrated: just its pinned version)."""
+    if record.kind == REGISTRY:
+        return [record.workflow_version]
+    versions: list[int] = []
+    for envelope in envelopes:
+        if envelope is None or envelope.action.name != MIGRATE:
+            continue
+        input = envelope.action.input
+        for key in ("fromVersion", "toVersion") if not versions else ("toVersion",):
+            value = input.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                versions.append(value)
+    return list(dict.fromkeys(versions)) or [record.workflow_version]
 
 
 def _after(
