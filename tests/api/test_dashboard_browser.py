@@ -104,10 +104,7 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
             expect(row).to_be_visible(timeout=2000)
             assert time.monotonic() - started < 2.0
             # The per-state counts are the server's GROUP BY, recounted after the event.
-            state = gql(
-                server.url, token, "query($i: String!) { instance(id: $i) { state { key } } }",
-                {"i": instance},
-            )  # fmt: skip
+            state = gql(server.url, token, '{ instance(id: "' + instance + '") { state { key } } }')
             key = state["instance"]["state"]["key"]
             counted = gql(
                 server.url,
