@@ -99,8 +99,6 @@ async def _fill(rt: Runtime, total: int, *, waits: bool, label: str) -> list[str
                 ids.extend(pid for pid, _ in part)
                 bar.advance(size)
         await conn.exec_driver_sql("ANALYZE")
-    async with rt.engine.connect() as conn:  # the seeding's WAL is not the publish's cost
-        await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     return ids
 
 
