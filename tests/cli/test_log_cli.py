@@ -186,6 +186,7 @@ def test_deleting_a_whole_process_is_caught_naming_the_first_missing_index(db_ur
              "(SELECT id FROM events WHERE process_id = :p)", p),
             ("DELETE FROM assignments WHERE process_id = :p", p),
             ("DELETE FROM schedules WHERE process_id = :p", p),
+            ("DELETE FROM state_visits WHERE process_id = :p", p),
             ("DELETE FROM events WHERE process_id = :p", p),
             ("DELETE FROM processes WHERE id = :p", p),
         ))  # fmt: skip
@@ -208,6 +209,7 @@ def test_truncating_a_process_and_rolling_back_its_row_is_caught(db_url, tmp_pat
     asyncio.run(_sql(db_url,
         ("DELETE FROM log_nodes WHERE level = 0 AND idx >= :i", {"i": pay}),
         ("DELETE FROM events WHERE process_id = :c", {"c": child}),
+        ("DELETE FROM state_visits WHERE process_id = :c", {"c": child}),
         ("DELETE FROM processes WHERE id = :c", {"c": child}),
         ("DELETE FROM events WHERE process_id = :p AND seq = 2", {"p": ids[2]}),
         ("UPDATE processes SET seq = 1, state = 'new', data = :d, head_hash = "
