@@ -56,6 +56,16 @@ def check_input(namespace: str, action: str, input: Mapping[str, Any]) -> None:
         )
 
 
+#: The `webhooks` row (and delivery scope) of a workflow's own webhook: `workflow:<path>`
+#: (a namespace never contains ':', so it cannot collide with a namespace's row).
+WORKFLOW_WEBHOOK_PREFIX = "workflow:"
+
+
+def webhook_scope(workflow: str) -> str:
+    """The webhook scope of workflow `workflow`'s own webhook."""
+    return f"{WORKFLOW_WEBHOOK_PREFIX}{workflow}"
+
+
 def validate_governance_input(
     action: str, input: Mapping[str, Any], *, namespace: str
 ) -> list[Problem]:
@@ -109,6 +119,12 @@ def validate_governance_input(
         if url is not None and not (isinstance(url, str) and re.match(r"https?://", url)):
             bad("/url", "`url` must be an http(s) URL, or null to remove the webhook")
         text("secret", optional=True)
+        workflow = text("workflow", optional=True)
+        if workflow is not None and (
+            not is_canonical_path(workflow) or split_path(workflow)[0] != namespace
+        ):
+            bad("/workflow", f"`workflow` is not a workflow path of {namespace!r}",
+                TARGET_MISMATCH)  # fmt: skip
     elif action in REFERENCE_ACTIONS:
         consumer = text("namespace")
         if consumer is not None and not is_namespace(consumer):
@@ -187,6 +203,17 @@ def reduce(
         data["members"] = members
     elif action in REFERENCE_ACTIONS:
         _reduce_references(action, data, input)
+    elif action == "set_webhook" and input.get("workflow"):
+        # A workflow's own webhook (issue 13): before the namespace's for its SLA breaches.
+        hooks = dict(data.get("workflow_webhooks") or {})
+        if input.get("url") is None:
+            hooks.pop(input["workflow"], None)
+        else:
+            hooks[input["workflow"]] = {"url": input["url"], "signed": bool(input.get("secret"))}
+        if hooks:
+            data["workflow_webhooks"] = hooks
+        else:
+            data.pop("workflow_webhooks", None)
     elif action == "set_webhook":
         if input.get("url") is None:
             data.pop("webhook", None)

@@ -273,10 +273,12 @@ class KernelRepository(Repository):
         before_id: int | None = None,
     ) -> list[DeliveryRecord]:  # fmt: skip
         """Webhook deliveries (of one namespace / status when given), newest first; with
-        `before_id`, only those older than that delivery (keyset paging)."""
+        `before_id`, only those older than that delivery (keyset paging). A namespace's
+        include those of its workflows' own webhooks (scope `workflow:<ns>/...`)."""
         stmt = select(D).order_by(D.c.id.desc()).limit(limit)
         if namespace is not None:
-            stmt = stmt.where(D.c.namespace == namespace)
+            own = D.c.namespace.startswith(f"workflow:{namespace}/", autoescape=True)
+            stmt = stmt.where(or_(D.c.namespace == namespace, own))
         if status is not None:
             stmt = stmt.where(D.c.status == status)
         if before_id is not None:

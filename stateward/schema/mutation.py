@@ -131,11 +131,21 @@ class Mutation:
     async def revoke_key(self, info: Info, key: str) -> ActionResult:
         return ActionResult.from_domain(await writes.revoke_key(info, key))
 
-    @strawberry.mutation(description="Set (or with a null url remove) the namespace webhook.")
+    @strawberry.mutation(
+        description="Set (or with a null url remove) the namespace webhook; with `workflow` "
+        "(a path of the namespace), that workflow's own, used before the namespace's for its "
+        "SLA breaches. The secret is never readable."
+    )
     async def set_webhook(
-        self, info: Info, namespace: str, url: str | None = None, secret: str | None = None
+        self,
+        info: Info,
+        namespace: str,
+        url: str | None = None,
+        secret: str | None = None,
+        workflow: str | None = None,
     ) -> Registry:
-        return Registry.from_facts(await writes.set_webhook(info, namespace, url, secret))
+        facts = await writes.set_webhook(info, namespace, url, secret, workflow)
+        return Registry.from_facts(facts)
 
     @strawberry.mutation(
         description="Let workflows of namespace `to` (and below) spawn instances of "

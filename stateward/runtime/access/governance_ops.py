@@ -30,7 +30,12 @@ from stateward.domain.errors import (
 )
 from stateward.domain.model import Outcome
 from stateward.domain.paths import split_path
-from stateward.domain.registry import NODE_ACTIONS, grant_roles, validate_governance_input
+from stateward.domain.registry import (
+    NODE_ACTIONS,
+    grant_roles,
+    validate_governance_input,
+    webhook_scope,
+)
 from stateward.domain.versionhash import apply_order, deployed_hash
 from stateward.governance.keys import is_public_key
 from stateward.records import StoredEvent
@@ -182,7 +187,8 @@ async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
         for role in grant_roles(input):
             await uow.grants.revoke(namespace, input["actor"], role)
     elif name == "set_webhook":
-        await uow.webhooks.set(namespace, input.get("url"), input.get("secret"), now, event.id)
+        scope = webhook_scope(input["workflow"]) if input.get("workflow") else namespace
+        await uow.webhooks.set(scope, input.get("url"), input.get("secret"), now, event.id)
     elif name == "rotate_key":
         await uow.grants.move(ctx.actor.id, input["new_key"], now)
         await uow.keys.rotate(ctx.actor.id, input["new_key"], event.ts, event.id)

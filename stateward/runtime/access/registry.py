@@ -153,12 +153,21 @@ async def revoke_role(
 
 
 async def set_webhook(
-    runtime: Runtime, actor: Signer, namespace: str, url: str | None, secret: str | None = None
+    runtime: Runtime,
+    actor: Signer,
+    namespace: str,
+    url: str | None,
+    secret: str | None = None,
+    workflow: str | None = None,
 ) -> ActResult:
-    """`set_webhook`: the URL SLA breaches of `namespace` are posted to (None removes it)."""
+    """`set_webhook`: the URL SLA breaches of `namespace` are posted to (None removes it);
+    with `workflow` (a path of `namespace`), that workflow's own webhook, used before the
+    namespace's for its breaches."""
     input: dict[str, Any] = {"url": url}
     if secret is not None:
         input["secret"] = secret
+    if workflow is not None:
+        input["workflow"] = workflow
     return await governance(runtime, actor, namespace, "set_webhook", input)
 
 

@@ -160,14 +160,16 @@ async def _on_breach(
     assignee: str | None,
     deadline: datetime,
 ) -> None:
-    """A breach notifies the assignee (else the team) and queues the namespace webhook."""
+    """A breach notifies the assignee (else the team) and queues the workflow's own webhook,
+    else the namespace's."""
     body = _body(ev.SLA_BREACHED, ctx, process, event, team, assignee,
                  dueAt=format_ts(deadline))  # fmt: skip
     recipient = recipient_for(assignee, team, process.started_by)
     if recipient is not None:
         await notify(ctx.uow, recipient, process.namespace, ev.SLA_BREACHED, body, ctx.now,
                      process.id)  # fmt: skip
-    await enqueue(ctx.uow, process.namespace, ev.SLA_BREACHED, body, ctx.now)
+    await enqueue(ctx.uow, process.namespace, ev.SLA_BREACHED, body, ctx.now,
+                  workflow=process.workflow)  # fmt: skip
 
 
 async def scan(runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH) -> SlaReport:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from stateward.domain.canonical import canonical_bytes
+from stateward.domain.registry import webhook_scope
 from stateward.persistence import UnitOfWork
 from stateward.persistence.access import namespace_scopes
 from stateward.records import DeliveryRecord
@@ -63,11 +64,21 @@ def backoff_seconds(attempts: int) -> float:
 
 
 async def enqueue(
-    uow: UnitOfWork, namespace: str, event_type: str, payload: Mapping[str, Any], now: datetime
+    uow: UnitOfWork,
+    namespace: str,
+    event_type: str,
+    payload: Mapping[str, Any],
+    now: datetime,
+    *,
+    workflow: str | None = None,
 ) -> DeliveryRecord | None:
-    """Queue a POST of `payload` to the webhook of `namespace` (or of the nearest
-    namespace above it that has one); None when there is no webhook."""
-    for scope in reversed(namespace_scopes(namespace)):
+    """Queue a POST of `payload` to the webhook of `workflow` when it has its own (issue 13),
+    else of `namespace` (or of the nearest namespace above it that has one); None when there
+    is no webhook. The delivery's scope (and the secret that signs it) is the webhook's."""
+    scopes = list(reversed(namespace_scopes(namespace)))
+    if workflow is not None:
+        scopes.insert(0, webhook_scope(workflow))
+    for scope in scopes:
         hook = await uow.webhooks.get(scope)
         if hook is not None and hook.url:
             body = canonical_bytes(dict(payload)).decode("utf-8")
