@@ -176,3 +176,17 @@ def check_groups(groups: tuple[str, ...], allowed: tuple[str, ...]) -> tuple[str
         raise _bad(f"groupBy takes 1 to {len(allowed)} distinct of {', '.join(allowed)}",
                    "/groupBy")  # fmt: skip
     return groups
+
+
+@dataclass(frozen=True)
+class AuditSearch:
+    """Which events of the audit log (None = any); `since`/`until` bound the server's
+    recording time (inclusive, exclusive)."""
+
+    actor: str | None = None
+    namespace: str | None = None
+    workflow: str | None = None
+    action: str | None = None
+    process: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None

@@ -37,16 +37,17 @@ from sqlalchemy.sql.elements import ColumnElement
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.search import (
     AssignmentSearch,
+    AuditSearch,
     DataCondition,
     InstanceSearch,
     Ordering,
 )
-from stateward.persistence.base import Repository
+from stateward.persistence.base import Repository, to_record
 from stateward.persistence.keyset import SortKey, after, order_by
-from stateward.persistence.models import Process
+from stateward.persistence.models import Event, Process
 from stateward.persistence.models_ops import Assignment
 from stateward.persistence.processes import process_record
-from stateward.records import INSTANCE, ProcessRecord
+from stateward.records import INSTANCE, ProcessRecord, StoredEvent
 
 P = cast(Table, Process.__table__)
 A = cast(Table, Assignment.__table__)
@@ -282,6 +283,58 @@ class SearchRepository(Repository):
 
 
 MAX_GROUPS = 1000
+E = cast(Table, Event.__table__)
+
+
+class AuditRepository(Repository):
+    """The audit log: every event, filtered, newest first by default, keyset-paged."""
+
+    def _where(self, s: AuditSearch, namespaces: Sequence[str] | None) -> list[Any]:
+        where: list[Any] = []
+        if namespaces is not None or s.namespace is not None:
+            inside = select(P.c.id).where(P.c.id == E.c.process_id)
+            if namespaces is not None:
+                inside = inside.where(
+                    P.c.namespace.in_(list(namespaces)) if namespaces else false()
+                )
+            if s.namespace is not None:
+                inside = inside.where(P.c.namespace == s.namespace)
+            where.append(exists(inside))
+        for column, value in (
+            (E.c.actor, s.actor),
+            (E.c.workflow, s.workflow),
+            (E.c.action, s.action),
+            (E.c.process_id, s.process),
+        ):
+            if value is not None:
+                where.append(column == value)
+        if s.since is not None:
+            where.append(E.c.recorded_at >= s.since)
+        if s.until is not None:
+            where.append(E.c.recorded_at < s.until)
+        return where
+
+    @staticmethod
+    def keys(descending: bool) -> list[SortKey]:
+        """Recording time, then the row id (commit order)."""
+        return [SortKey(E.c.recorded_at, descending), SortKey(E.c.id, descending)]
+
+    async def events(
+        self, search: AuditSearch, *, namespaces: Sequence[str] | None, descending: bool,
+        position: tuple[Any, int] | None, backward: bool, limit: int,
+    ) -> list[StoredEvent]:  # fmt: skip
+        """Up to `limit` events after `position` ((recorded_at, id))."""
+        keys = self.keys(descending)
+        stmt = select(E).where(*self._where(search, namespaces))
+        if position is not None:
+            stmt = stmt.where(after(keys, position, backward))
+        stmt = stmt.order_by(*order_by(keys, backward)).limit(limit)
+        return [to_record(StoredEvent, r) for r in await self.session.execute(stmt)]
+
+    async def count(self, search: AuditSearch, *, namespaces: Sequence[str] | None) -> int:
+        """How many events match."""
+        stmt = select(func.count()).select_from(E).where(*self._where(search, namespaces))
+        return int((await self.session.execute(stmt)).scalar_one())
 
 
 class CountRepository(Repository):

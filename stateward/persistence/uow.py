@@ -43,7 +43,7 @@ from stateward.persistence.notify import NotificationRepository, WebhookReposito
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
 from stateward.persistence.processes import ProcessRepository
 from stateward.persistence.schedules import ScheduleRepository
-from stateward.persistence.search import CountRepository, SearchRepository
+from stateward.persistence.search import AuditRepository, CountRepository, SearchRepository
 from stateward.persistence.sequencer import Sequencer, sequence_and_commit
 from stateward.persistence.sweeps import SweepRepository
 from stateward.persistence.workflows import ModuleRepository, WorkflowRepository
@@ -77,6 +77,7 @@ class UnitOfWork:
     processes: ProcessRepository
     search: SearchRepository
     counts: CountRepository
+    audit: AuditRepository
     events: EventRepository
     sweeps: SweepRepository
     workflows: WorkflowRepository
@@ -133,6 +134,7 @@ class UnitOfWork:
         self.processes = ProcessRepository(session)
         self.search = SearchRepository(session)
         self.counts = CountRepository(session)
+        self.audit = AuditRepository(session)
         self.events = EventRepository(session, self.sequencer)
         self.sweeps = SweepRepository(session)
         self.workflows = WorkflowRepository(session)

@@ -8,6 +8,7 @@ reaches further than a listing with the same filter would.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -18,11 +19,12 @@ from stateward.domain.search import (
     ASSIGNMENT_GROUPS,
     INSTANCE_GROUPS,
     AssignmentSearch,
+    AuditSearch,
     InstanceSearch,
     Ordering,
     check_groups,
 )
-from stateward.records import ProcessRecord
+from stateward.records import ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import loaders
@@ -98,3 +100,41 @@ async def assignment_counts(
         search = replace(search, process=local_id(search.process, "Instance"))
     allowed = await visible_namespaces(info, InstanceSearch(namespace=search.namespace))
     return await queries.assignment_counts(runtime(info), search, groups, namespaces=allowed)
+
+
+async def audit_log(
+    info: Info, search: AuditSearch, descending: bool, window: Window
+) -> Page[StoredEvent]:
+    """`Query.auditLog(filter, orderBy, first, after)`: every event of every process the
+    viewer may read (registries included), newest first by default; `totalCount` lazily."""
+    if search.process is not None:
+        search = replace(search, process=local_id(search.process, "Instance"))
+    # The readable namespaces include those holding only a registry (`instance_namespaces`).
+    allowed = await visible_namespaces(info, InstanceSearch(namespace=search.namespace))
+    tag = "AUDIT.DESC" if descending else "AUDIT.ASC"
+    position = window.position(tag)
+    rt = runtime(info)
+    rows = await queries.audit_events(
+        rt, search, namespaces=allowed, descending=descending,
+        position=None if position is None else _audit_position(position, window),
+        backward=window.backward, limit=window.limit + 1,
+    )  # fmt: skip
+    marks = [(e.recorded_at, str(e.id)) for e in rows]
+
+    async def total() -> int:
+        return await queries.count_audit_events(rt, search, namespaces=allowed)
+
+    return keyset_page(window, rows, marks, tag).counted(total)
+
+
+def _audit_position(position: tuple[Any, str], window: Window) -> tuple[Any, int]:
+    recorded, ident = position
+    try:
+        when = datetime.fromisoformat(recorded) if isinstance(recorded, str) else None
+        number = int(ident)
+    except (TypeError, ValueError):
+        when, number = None, 0
+    if when is None or when.tzinfo is None:
+        pointer = "/before" if window.backward else "/after"
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer)
+    return when, number

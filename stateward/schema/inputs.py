@@ -14,6 +14,7 @@ import strawberry
 from stateward.domain.search import (
     INSTANCE_ORDERS,
     AssignmentSearch,
+    AuditSearch,
     DataCondition,
     InstanceSearch,
     Ordering,
@@ -164,3 +165,39 @@ class AssignmentFilter:
             assignee=self.assignee, namespace=self.namespace,
             process=None if self.instance is None else str(self.instance),
         )  # fmt: skip
+
+
+@strawberry.input(description="Which events of the audit log (omitted fields = any).")
+class AuditFilter:
+    actor: str | None = strawberry.field(default=None, description="Who acted.")
+    namespace: str | None = strawberry.field(
+        default=None, description="The process's exact namespace."
+    )
+    workflow: str | None = strawberry.field(default=None, description="Workflow path.")
+    action: str | None = strawberry.field(
+        default=None, description="Action key (`$`-prefixed for kernel operations)."
+    )
+    process: strawberry.ID | None = strawberry.field(
+        default=None, description="One process (UUID or node id)."
+    )
+    from_: datetime | None = strawberry.field(
+        default=None, name="from", description="Recorded at or after this instant."
+    )
+    to: datetime | None = strawberry.field(
+        default=None, description="Recorded before this instant."
+    )
+
+    def to_search(self) -> AuditSearch:
+        """The plain search value."""
+        return AuditSearch(
+            actor=self.actor, namespace=self.namespace, workflow=self.workflow,
+            action=self.action, process=None if self.process is None else str(self.process),
+            since=self.from_, until=self.to,
+        )  # fmt: skip
+
+
+@strawberry.input(description="How the audit log is sorted: by recording time, then commit order.")
+class AuditOrder:
+    direction: SortDirection = strawberry.field(
+        default=SortDirection.DESC, description="Newest first (default) or oldest first."
+    )

@@ -23,9 +23,11 @@ from stateward.resolvers import (
     writes,
 )
 from stateward.resolvers.paging import Window
-from stateward.schema.enums import AssignmentGroup, InstanceGroup
+from stateward.schema.enums import AssignmentGroup, InstanceGroup, SortDirection
 from stateward.schema.inputs import (
     AssignmentFilter,
+    AuditFilter,
+    AuditOrder,
     InstanceFilter,
     InstanceOrder,
     ordering_of,
@@ -194,6 +196,32 @@ class Query:
         self, info: Info, process: str, first: int | None = None, after: str | None = None
     ) -> Connection[Event]:
         page = await reads.process_events(info, process, first, after)
+        return Connection.of(page, Event.from_record)
+
+    @strawberry.field(
+        description="Every event of every process the viewer may read (instances and "
+        "registries), newest first by default, filtered; `totalCount` counts all matches."
+    )
+    async def audit_log(
+        self, info: Info,
+        filter: Annotated[AuditFilter | None, strawberry.argument(
+            description="Which events (omitted: all the viewer may read).")] = None,
+        order_by: Annotated[AuditOrder | None, strawberry.argument(
+            description="Direction (default: newest first).")] = None,
+        first: Annotated[int | None, strawberry.argument(
+            description="Page size forward (default 20, at most 100).")] = None,
+        after: Annotated[str | None, strawberry.argument(
+            description="Cursor to page forward from.")] = None,
+        last: Annotated[int | None, strawberry.argument(
+            description="Page size backward (at most 100).")] = None,
+        before: Annotated[str | None, strawberry.argument(
+            description="Cursor to page backward from.")] = None,
+    ) -> Connection[Event]:  # fmt: skip
+        wanted = AuditFilter() if filter is None else filter
+        descending = order_by is None or order_by.direction == SortDirection.DESC
+        page = await search.audit_log(
+            info, wanted.to_search(), descending, Window.of(first, after, last, before)
+        )
         return Connection.of(page, Event.from_record)
 
     @strawberry.field(description="The viewer's and its teams' notifications, newest first.")

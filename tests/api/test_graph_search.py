@@ -143,3 +143,50 @@ async def test_counts_group_visible_rows_in_sql(api: Api) -> None:
     assert all_open["assignmentCounts"][0]["count"] == 26
     hidden = await api.gql(queues, {"f": {"namespace": "globex/loans"}}, token=analyst)
     assert hidden["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+
+
+AUDIT = """query($f:AuditFilter,$o:AuditOrder,$first:Int,$after:String,$last:Int,
+  $before:String){ auditLog(filter:$f,orderBy:$o,first:$first,after:$after,last:$last,
+  before:$before){ totalCount nodes { processId seq action workflow actor recordedAt }
+  pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }"""
+
+
+async def _audit_walk(api: Api, token: str, variables: dict[str, Any], backward: bool) -> Any:
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        paging = {"last": 10, "before": cursor} if backward else {"first": 10, "after": cursor}
+        page = (await api.ok(AUDIT, {**variables, **paging}, token=token))["auditLog"]
+        seen += page["nodes"][::-1] if backward else page["nodes"]
+        info = page["pageInfo"]
+        if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+            return seen, page["totalCount"]
+        cursor = info["startCursor"] if backward else info["endCursor"]
+
+
+async def test_the_audit_log_pages_a_tenants_events_newest_first(api: Api) -> None:
+    made = await _world(api)
+    _, analyst = await api.user("acme/loans", "analyst")
+    wanted = {"f": {"workflow": "acme/loans/loan"}}
+    events, total = await _audit_walk(api, analyst, wanted, backward=False)
+    backward, _ = await _audit_walk(api, analyst, wanted, backward=True)
+    assert total == len(events) == 2 * len(made["acme"])
+    assert backward == events[::-1]
+    times = [e["recordedAt"] for e in events]
+    assert times == sorted(times, reverse=True)
+    assert {e["action"] for e in events} == {"$start", "submit"}
+    everything, _ = await _audit_walk(api, analyst, {}, backward=False)
+    assert not any(e["workflow"].startswith("globex/") for e in everything)
+    oldest = await api.ok(AUDIT, {"o": {"direction": "ASC"}, "first": 1, **wanted},
+                          token=analyst)  # fmt: skip
+    assert oldest["auditLog"]["nodes"][0] == events[-1]
+    submits = await api.ok(AUDIT, {"f": {"action": "submit", "actor": api.admin.public,
+                                         "from": events[-1]["recordedAt"]}})  # fmt: skip
+    assert submits["auditLog"]["totalCount"] == 25  # all but globex n=0, before acme's first
+    none = await api.ok(AUDIT, {"f": {"to": "2000-01-01T00:00:00Z"}})
+    assert none["auditLog"]["totalCount"] == 0
+    hidden = await api.gql(AUDIT, {"f": {"namespace": "globex/loans"}}, token=analyst)
+    assert hidden["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    reused = await api.gql(AUDIT, {"o": {"direction": "ASC"}, "after": (await api.ok(
+        AUDIT, {"first": 1}))["auditLog"]["pageInfo"]["endCursor"]})  # fmt: skip
+    assert reused["errors"][0]["extensions"]["code"] == "INVALID_INPUT"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stateward.domain.search import AssignmentSearch, InstanceSearch, Ordering
+from stateward.domain.search import AssignmentSearch, AuditSearch, InstanceSearch, Ordering
 from stateward.records import (
     AssignmentRecord,
     GrantRecord,
@@ -91,6 +91,26 @@ async def assignment_counts(
     """Counts of the assignments matching `search` by `groups` (GROUP BY in SQL)."""
     async with runtime.uow(readonly=True) as uow:
         return await uow.counts.assignment_counts(search, groups, namespaces=namespaces)
+
+
+async def audit_events(
+    runtime: Runtime, search: AuditSearch, *, namespaces: Sequence[str] | None,
+    descending: bool, position: tuple[Any, int] | None, backward: bool, limit: int,
+) -> list[StoredEvent]:  # fmt: skip
+    """A page of the audit log (`namespaces`: what the viewer may read; None = all)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.audit.events(
+            search, namespaces=namespaces, descending=descending, position=position,
+            backward=backward, limit=limit,
+        )  # fmt: skip
+
+
+async def count_audit_events(
+    runtime: Runtime, search: AuditSearch, *, namespaces: Sequence[str] | None
+) -> int:
+    """How many events of the audit log match."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.audit.count(search, namespaces=namespaces)
 
 
 async def instance_namespaces(runtime: Runtime) -> list[str]:
