@@ -1,7 +1,7 @@
 """Audit log indexes (issue 16): events by recording time, and by actor and time.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-30
 
 `auditLog(filter, orderBy, first, after)` pages every event newest first by
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
