@@ -302,6 +302,17 @@ class Mutation:
             await batches.bulk_action(info, search_of(filter), action, input)
         )
 
+    @strawberry.mutation(
+        description="Migrate every instance the filter matches to `toVersion` of its workflow "
+        "(admin or operator), in the background: one `$migrate` event per instance."
+    )
+    async def bulk_migrate(
+        self, info: Info, filter: InstanceFilter, to_version: int, state_map: JSON | None = None
+    ) -> BatchOperation:
+        return BatchOperation.from_record(
+            await batches.bulk_migrate(info, search_of(filter), to_version, state_map)
+        )
+
     @strawberry.mutation(description="Stop a running bulk operation (what was applied stays).")
     async def cancel_batch_operation(self, info: Info, id: strawberry.ID) -> BatchOperation:
         return BatchOperation.from_record(await batches.cancel_batch_operation(info, id))

@@ -389,6 +389,9 @@ EXPECTED: dict[str, Case] = {
     "bulkAction": Case(q('mutation($n:String!){bulkAction(filter:{namespace:$n,state:"none"},'
                          'action:"note"){total}}', lambda m, o: {"n": ns(m, o)}),
                        "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    "bulkMigrate": Case(q('mutation($n:String!){bulkMigrate(filter:{namespace:$n,state:"none"},'
+                          "toVersion:1){total}}", lambda m, o: {"n": ns(m, o)}),
+                        "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
     "batchOperation": Case(_on_batch("query($i:ID!){batchOperation(id:$i){total}}"),
                            "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
     "batchOperations": Case(q("{batchOperations{edges{node{id}}}}"), SIGNED_IN),

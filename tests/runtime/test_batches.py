@@ -194,3 +194,15 @@ async def test_a_batch_interrupted_by_a_kill_resumes_and_finishes(desk, db_url):
     done = await bulk.get(desk.rt, batch.id)
     assert done is not None and (done.status, done.succeeded, done.failed) == ("completed", 300, 0)
     assert set((await _cancels(desk, ids)).values()) == {1}
+
+
+async def test_a_bulk_migrate_moves_each_instance_with_the_one_migrate_event(desk):
+    ids = await _tickets(desk, 3)
+    await registry.update_workflow(desk.rt, desk.operator, {**TICKET, "$description": "v2"})
+    batch = await bulk.create(desk.rt, desk.admin, "migrate", {"toVersion": 2}, ids)
+    progress = await bulk.process(desk.rt, batch.id)
+    assert (progress.succeeded, progress.failed) == (3, 0), progress.errors
+    for pid in ids:
+        assert (await desk.process(pid)).workflow_version == 2
+    assert (await desk.actions(ids[0]))[-1] == "$migrate"
+    assert (await verify(desk.rt, ids[0])).valid

@@ -35,6 +35,7 @@ from stateward.domain.errors import (
     UNAVAILABLE,
     DomainError,
 )
+from stateward.domain.migration import MIGRATE
 from stateward.domain.model import SYSTEM_ACTOR
 from stateward.domain.paths import is_canonical_path, split_path
 from stateward.domain.search import InstanceSearch
@@ -53,6 +54,7 @@ from stateward.runtime.core import queries
 from stateward.runtime.core.act import act
 from stateward.runtime.core.kernel import CANCEL
 from stateward.runtime.core.services import Runtime
+from stateward.runtime.operate.migration import migration_input
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,14 @@ def _action(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, 
     return str(batch.params["action"]), dict(batch.params.get("input") or {})
 
 
-BUILDERS: dict[str, Builder] = {"cancel": _cancel, "action": _action}
+def _migrate(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, Any]]:
+    """The same `$migrate` event `migrateInstance` builds (the one migration path)."""
+    to_version = int(batch.params["toVersion"])
+    state_map = batch.params.get("stateMap")
+    return MIGRATE, migration_input(process.workflow_version, to_version, state_map)
+
+
+BUILDERS: dict[str, Builder] = {"cancel": _cancel, "action": _action, "migrate": _migrate}
 
 
 @dataclass
