@@ -24,7 +24,9 @@ CODE_SHAPE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 #: of other programs, regex opcodes). Add a literal here only when it is not a code.
 NOT_CODES = frozenset(
     {"LC_ALL", "RUST_BACKTRACE", "XDG_DATA_HOME", "MAX_REPEAT", "MIN_REPEAT", "NOT_LITERAL",
-     "POSSESSIVE_REPEAT"}
+     "POSSESSIVE_REPEAT",
+     # orderBy fields of instance search (GraphQL enum values), not error codes
+     "STATE_ENTERED", "SLA_DUE"}
 )  # fmt: skip
 
 
