@@ -33,7 +33,7 @@ def load_or_create_key(path: str) -> KeyPair:
 
 
 async def _init(args: argparse.Namespace, keypair: KeyPair) -> int:
-    async with cli_runtime(args) as runtime:
+    async with cli_runtime(args, require_init=False) as runtime:
         result = await init(runtime, keypair)
     if result.created:
         print(f"init: genesis written; admin {keypair.public}", file=sys.stderr)
