@@ -31,6 +31,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the column."""
-    with op.batch_alter_table("processes") as batch:
-        batch.drop_column("instance_metadata")
+    """Drop the column (in place: SQLite >= 3.35 drops a plain column without rebuilding the
+    table, and a rebuild would DROP `processes` under the rows that reference it)."""
+    op.drop_column("processes", "instance_metadata")
