@@ -193,3 +193,28 @@ async def test_onboarding_teams_work_in_parallel_and_the_join_fires_once(people)
         actions = [e.action for e in await uow.events.for_process(pid)]
     assert actions.count("$child") == 3 and actions[-1] == "$child"
     await _verified(rt, pid, *tasks)
+
+
+async def test_an_invoice_is_settled_by_the_banks_correlated_message(people):
+    from stateward.runtime.messages.correlate import publish
+
+    rt = people.rt
+    ns = "finance/payments"
+    fin = await people.grant("fin", ns, "finance")
+    bank = await people.grant("bank", ns, "operator")  # the integration that publishes
+    pid = (await start_instance(rt, fin, "finance/payments/invoice", {})).record.id
+    await perform_action(rt, fin, pid, "issue", _fields(invoice_no="INV-7", amount=120))
+    other = await publish(rt, bank, ns, "bank.payment-received", "INV-8", {"amount": 1})
+    assert other.delivered == []  # another invoice's payment settles nothing here
+    paid = {"amount": 120, "reference": "BANK-42"}
+    done = await publish(rt, bank, ns, "bank.payment-received", "INV-7", paid, message_id="m1")
+    assert done.delivered == [pid]
+    record = await _record(rt, pid)
+    assert (record.state, record.data["paid_amount"], record.data["bank_ref"]) == (
+        "settled",
+        120,
+        "BANK-42",
+    )
+    again = await publish(rt, bank, ns, "bank.payment-received", "INV-7", paid, message_id="m1")
+    assert again.duplicate and again.delivered == [pid]
+    await _verified(rt, pid)
