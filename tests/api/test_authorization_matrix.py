@@ -150,6 +150,18 @@ async def _submit(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]
     return query, {"e": body["event"], "s": body["signature"], "g": body["signer"]}
 
 
+async def _submit_many(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
+    body = m.envelope(obj, await m.fresh_instance(obj))
+    query = """mutation($e:[SignedEventInput!]!){submitEvents(events:$e){duplicate
+      error{code}}}"""
+    return query, {"e": [body]}
+
+
+def _applied(data: dict[str, Any], m: Matrix, obj: str) -> bool:
+    """submitEvents answers per item: a refused item carries its error, not the request."""
+    return data["submitEvents"][0]["error"] is None
+
+
 async def _add_workflow(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
     definition = public_form(f"{ns(m, obj)}/n{uuid.uuid4().hex[:10]}")
     return "mutation($d:JSON!){addWorkflow(definition:$d){path}}", {"d": definition}
@@ -341,6 +353,8 @@ EXPECTED: dict[str, Case] = {
     "authLogin": Case(_login, ANYONE),
     "createApiToken": Case(_token, "ok/ok FB/FB ok/FB FB/ok FB/FB UA/UA UA/UA"),
     "submitEvent": Case(_submit, "ok/ok ok/NF ok/NF NF/ok NF/NF ok/ok ok/ok"),
+    "submitEvents": Case(_submit_many, "ok/ok ok/-- ok/-- --/ok --/-- ok/ok ok/ok",
+                         seen=_applied),
     "addWorkflow": Case(_add_workflow, ADMIN),
     "updateWorkflow": Case(_update_workflow, ADMIN),
     "removeWorkflow": Case(_remove_workflow, ADMIN),
