@@ -9,7 +9,7 @@ from stateward.domain.model import Actor, ProcessSnapshot
 DEFINITION = load_definition({
     "$version": "2.0", "$path": "acme/t/flow", "initial": "a",
     "states": {"a": {"label": "A"}, "b": {"label": "B", "terminal": True},
-               "s": {"label": "S", "audience": "system"}},
+               "s": {"label": "S", "audience": "system", "auto_transition": True}},
     "actions": {
         "go": {"label": "Go", "role": "clerk", "from": "a", "to": "b", "when": "n > 1"},
         "ask": {"label": "Ask", "from": "a", "to": "b", "when": "input.ok = TRUE"},
