@@ -145,6 +145,7 @@ async def test_a_huge_allocation_kills_only_the_worker_and_the_next_call_works(r
     ctx = {**CTX, "input": {"n": 2_000_000_000}}
     result = await runner.run(scoring, "allocate", ctx, timeout_ms=2000)
     assert result.error_code == "HOOK_MEMORY"
+    assert "frees values only when the hook returns" in (result.error or "")  # it teaches
     assert (await runner.run(scoring, "score", CTX, timeout_ms=1000)).ok
 
 

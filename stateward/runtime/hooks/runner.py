@@ -177,7 +177,8 @@ class HookRunner:
                 memory = died.memory
                 return _fault(
                     HOOK_MEMORY if memory else HOOK_FAILED,
-                    f"hook worker died ({died.reason}){'; memory limit reached' if memory else ''}",
+                    f"hook worker died ({died.reason})"
+                    + (f"; memory limit reached: {hook_worker.MEMORY_HINT}" if memory else ""),
                 )
             except BaseException:
                 await worker.kill()  # cancelled mid-request: the worker's state is unknown

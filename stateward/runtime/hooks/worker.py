@@ -34,6 +34,14 @@ HOOK_BAD_RESULT = "HOOK_BAD_RESULT"
 HOOK_MEMORY = "HOOK_MEMORY"
 HOOK_NOT_FOUND = "HOOK_NOT_FOUND"
 INVALID_MODULE = "INVALID_MODULE"
+#: What a memory fault teaches (issue 14): Starlark frees nothing until the hook returns, so
+#: a loop that makes a value on every turn (floats, ints beyond 32 bits, strings, lists,
+#: dicts) reaches the memory limit even when it looks merely CPU-bound.
+MEMORY_HINT = (
+    "Starlark frees values only when the hook returns, so a loop that creates floats, big"
+    " ints, strings, lists or dicts on every turn grows until the limit: bound the loop or"
+    " build less"
+)
 
 MAX_CACHED_MODULES = 128
 MAX_CALLSTACK = 200
@@ -143,7 +151,9 @@ class Sandbox:
                 raise HookFault(HOOK_TIMEOUT, f"{action} exceeded its time limit") from None
             raise HookFault(HOOK_FAILED, f"{action} failed: {summarize(e)}") from None
         except MemoryError:
-            raise HookFault(HOOK_MEMORY, f"{action} ran out of memory", retire=True) from None
+            raise HookFault(
+                HOOK_MEMORY, f"{action} ran out of memory; {MEMORY_HINT}", retire=True
+            ) from None
         except BaseException as e:  # pyo3 PanicException derives from BaseException
             if isinstance(e, KeyboardInterrupt | SystemExit):
                 raise
@@ -151,8 +161,9 @@ class Sandbox:
             code = (
                 HOOK_MEMORY if re.search(r"memory|size|alloc|capacity", text, re.I) else HOOK_FAILED
             )
+            hint = f"; {MEMORY_HINT}" if code == HOOK_MEMORY else ""
             raise HookFault(
-                code, f"{action} crashed the interpreter: {text}", retire=True
+                code, f"{action} crashed the interpreter: {text}{hint}", retire=True
             ) from None
 
     def module(self, req: dict[str, Any]) -> sl.FrozenModule | None:
