@@ -13,6 +13,7 @@ import pytest
 from kernel_fixtures import Desk
 
 from stateward.governance.keys import generate_keypair
+from stateward.runtime.access import registry
 from stateward.runtime.core.commands import perform_action, start_instance
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.insight.verify import verify
@@ -144,6 +145,7 @@ async def test_three_children_ending_concurrently_complete_the_parent_exactly_on
 async def test_children_ending_concurrently_on_two_nodes_join_exactly_once(desk, db_url):
     other = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
     try:
+        await registry.trust_node(desk.rt, desk.operator, other.node_key.public)
         await other.refresh_trusted()
         await desk.rt.refresh_trusted()
         for _round in range(3):

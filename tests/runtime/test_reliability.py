@@ -16,6 +16,7 @@ from sqlalchemy import text
 from stateward.domain.errors import DomainError
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.persistence.sequencer import SEQUENCER_LOCK_KEY
+from stateward.runtime.access import registry
 from stateward.runtime.access.genesis import init
 from stateward.runtime.core.commands import perform_action, start_instance
 from stateward.runtime.core.group import GroupCommitter
@@ -48,6 +49,9 @@ async def nodes(postgres_db_url: str) -> AsyncIterator[tuple[Runtime, Runtime, K
     b = await Runtime.open(settings, create_schema=False, node_key=generate_keypair())
     try:
         await init(a, operator)
+        await registry.trust_node(a, operator, b.node_key.public)  # b attests events too
+        await a.refresh_trusted()
+        await b.refresh_trusted()
         yield a, b, operator
     finally:
         await a.close()
