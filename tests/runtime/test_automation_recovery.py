@@ -179,6 +179,9 @@ async def test_two_nodes_ticking_at_once_automate_once(desk, runner, db_url, clo
         Settings(database_url=db_url), clock=clock, node_key=generate_keypair()
     )
     try:
+        await registry.trust_node(desk.rt, desk.operator, other.node_key.public)  # may attest
+        await other.refresh_trusted()
+        await desk.rt.refresh_trusted()
         calls: list[str] = []
         _counting(desk.rt, runner, calls)
         _counting(other, runner, calls)

