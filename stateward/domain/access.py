@@ -15,7 +15,9 @@ the instance of its entry token; the system reads everything.
 
 from __future__ import annotations
 
-from stateward.domain.errors import FORBIDDEN, DomainError
+from collections.abc import Iterable
+
+from stateward.domain.errors import FORBIDDEN, NOT_FOUND, DomainError
 from stateward.domain.model import (
     SYSTEM_ACTOR,
     VISITOR_PREFIX,
@@ -28,6 +30,10 @@ from stateward.domain.model import (
 ANY_ROLE = "*"
 PUBLIC_ROLE = "public"
 ADMIN_ROLE = "admin"
+#: The role a namespace grants to let someone operate its instances (migrate, publish
+#: messages, bulk operations) without administering it (issue 15).
+OPERATOR_ROLE = "operator"
+OPERATION_ROLES = (ADMIN_ROLE, OPERATOR_ROLE)
 #: How many hex digits of an entry token's sha256 name its visitor (`visitor:<16 hex>`).
 VISITOR_DIGITS = 16
 
@@ -130,3 +136,23 @@ def public_entry(definition: Definition) -> bool:
 def public_start(definition: Definition) -> bool:
     """Visitors may start it (`startPublic`): the initial state is `public`."""
     return definition.states[definition.initial].audience == "public"
+
+
+def holds_operation_role(roles: Iterable[str]) -> bool:
+    """True when the granted `roles` (any case) include `admin` or `operator`."""
+    return any(role.lower() in OPERATION_ROLES for role in roles)
+
+
+def require_operation_role(roles: Iterable[str], what: str) -> None:
+    """The operator rule for a namespace where the caller holds `roles`: NOT_FOUND when it
+    holds none there (nothing about the namespace leaks), FORBIDDEN without `admin` or
+    `operator`; `what` names the operation in the message."""
+    held = list(roles)
+    if not held:
+        raise DomainError(NOT_FOUND, "namespace does not exist or is not visible to you")
+    if not holds_operation_role(held):
+        raise DomainError(
+            FORBIDDEN,
+            f"{what} needs the role admin or operator",
+            details={"roles": list(OPERATION_ROLES)},
+        )

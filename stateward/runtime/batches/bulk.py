@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from stateward.domain.access import ADMIN_ROLE
+from stateward.domain.access import (
+    ADMIN_ROLE,
+    OPERATION_ROLES,
+    holds_operation_role,
+    require_operation_role,
+)
 from stateward.domain.errors import (
     CONFLICT,
     FORBIDDEN,
@@ -60,7 +65,6 @@ log = logging.getLogger(__name__)
 
 KINDS = ("cancel", "migrate", "retry", "action")
 #: Roles that may run a bulk operation in a namespace (the rule of every issue-15 operation).
-OPERATION_ROLES = frozenset({ADMIN_ROLE, "operator"})
 PAGE = 100
 #: A claim older than this is another node's that died: claimed again.
 LEASE_SECONDS = 60.0
@@ -134,6 +138,11 @@ def check_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+async def _system_admin(uow: Any, actor: str) -> bool:
+    """Whether `actor` is an admin of the system namespace (sees and runs every batch)."""
+    return ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+
+
 async def operable_namespaces(runtime: Runtime, actor: str, scope: str | None) -> list[str] | None:
     """The namespaces `actor` may run a bulk operation in: `[scope]` when one is named
     (FORBIDDEN without the role there, NOT_FOUND without any role there), else every
@@ -142,26 +151,19 @@ async def operable_namespaces(runtime: Runtime, actor: str, scope: str | None) -
     namespaces = await queries.instance_namespaces(runtime)
     async with runtime.uow(readonly=True) as uow:
         if scope is not None:
-            roles = {r.lower() for r in await uow.grants.roles_of(actor, scope)}
-            if not roles:
-                raise DomainError(NOT_FOUND, "namespace does not exist or is not visible to you")
-            if not roles & OPERATION_ROLES:
-                raise DomainError(
-                    FORBIDDEN,
-                    f"a bulk operation in {scope} needs the role admin or operator",
-                    details={"roles": sorted(OPERATION_ROLES)},
-                )
+            roles = await uow.grants.roles_of(actor, scope)
+            require_operation_role(roles, f"a bulk operation in {scope}")
             return [scope]
-        if ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}:
+        if await _system_admin(uow, actor):
             return None
-        found = []
-        for namespace in namespaces:
-            roles = {r.lower() for r in await uow.grants.roles_of(actor, namespace)}
-            if roles & OPERATION_ROLES:
-                found.append(namespace)
+        found = [
+            namespace
+            for namespace in namespaces
+            if holds_operation_role(await uow.grants.roles_of(actor, namespace))
+        ]
     if not found:
         raise DomainError(FORBIDDEN, "a bulk operation needs the role admin or operator",
-                          details={"roles": sorted(OPERATION_ROLES)})  # fmt: skip
+                          details={"roles": list(OPERATION_ROLES)})  # fmt: skip
     return found
 
 
@@ -236,7 +238,7 @@ async def cancel(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
     Its creator or a system admin; another caller gets NOT_FOUND."""
     async with runtime.uow() as uow:
         batch = await uow.batches.get(batch_id)
-        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+        admin = await _system_admin(uow, actor)
         if batch is None or (batch.created_by != actor and not admin):
             raise DomainError(NOT_FOUND, "batch operation does not exist or is not visible to you")
         if batch.status != RUNNING:
@@ -420,7 +422,7 @@ async def listing(
 ) -> list[BatchRecord]:
     """Batches the actor may see, newest first: its own; every batch for a system admin."""
     async with runtime.uow(readonly=True) as uow:
-        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+        admin = await _system_admin(uow, actor)
         return await uow.batches.page(limit, before, None if admin else actor)
 
 
@@ -428,7 +430,7 @@ async def visible(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
     """The batch when `actor` created it or is a system admin; else NOT_FOUND."""
     async with runtime.uow(readonly=True) as uow:
         batch = await uow.batches.get(batch_id)
-        admin = ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}
+        admin = await _system_admin(uow, actor)
     if batch is None or (batch.created_by != actor and not admin):
         raise DomainError(NOT_FOUND, "batch operation does not exist or is not visible to you")
     return batch

@@ -23,11 +23,10 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from stateward.domain.access import ADMIN_ROLE
+from stateward.domain.access import require_operation_role
 from stateward.domain.canonical import canonical_bytes
 from stateward.domain.errors import (
     CONFLICT,
-    FORBIDDEN,
     INVALID_INPUT,
     NOT_FOUND,
     REPLAYED,
@@ -51,8 +50,6 @@ from stateward.runtime.core.services import Runtime
 log = logging.getLogger(__name__)
 
 MESSAGE = MESSAGE_OP
-#: Roles that may publish into a namespace (besides `admin`): see docs/decisions.md.
-OPERATOR_ROLE = "operator"
 #: Longest time a message is kept for instances still to arrive (one year).
 MAX_TTL_SECONDS = 366 * 24 * 3600
 #: Largest payload (canonical JSON bytes).
@@ -108,15 +105,8 @@ async def may_publish(runtime: Runtime, actor: str, namespace: str) -> None:
     """FORBIDDEN unless `actor` holds `admin` or `operator` in `namespace` (or above);
     NOT_FOUND when it holds no role there at all (nothing about the namespace leaks)."""
     async with runtime.uow(readonly=True) as uow:
-        roles = frozenset(r.lower() for r in await uow.grants.roles_of(actor, namespace))
-    if not roles:
-        raise DomainError(NOT_FOUND, "namespace does not exist or is not visible to you")
-    if ADMIN_ROLE not in roles and OPERATOR_ROLE not in roles:
-        raise DomainError(
-            FORBIDDEN,
-            f"publishing a message into {namespace} needs the role admin or {OPERATOR_ROLE}",
-            details={"roles": [ADMIN_ROLE, OPERATOR_ROLE]},
-        )
+        roles = await uow.grants.roles_of(actor, namespace)
+    require_operation_role(roles, f"publishing a message into {namespace}")
 
 
 def _check(

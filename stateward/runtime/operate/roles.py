@@ -9,12 +9,9 @@ The system actor (sweeps, batches run by the server for an operator) always may.
 
 from __future__ import annotations
 
-from stateward.domain.access import ADMIN_ROLE, has_role
+from stateward.domain.access import OPERATION_ROLES, has_role
 from stateward.domain.errors import FORBIDDEN, DomainError
 from stateward.domain.model import Actor
-
-OPERATOR_ROLE = "operator"
-OPERATION_ROLES = (ADMIN_ROLE, OPERATOR_ROLE)
 
 
 def may_operate(actor: Actor) -> bool:
