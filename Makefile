@@ -21,8 +21,11 @@ demo: setup
 
 # Run the whole test suite (PostgreSQL/Redis tests run when STATEWARD_TEST_POSTGRES_URL /
 # STATEWARD_TEST_REDIS_URL are set, as .ci/run does; they skip with a reason otherwise).
+# Two pytest-xdist workers by default (most tests wait on real servers and databases, so two
+# workers halve the wall time on two cores); `make test TEST_WORKERS=0` runs them in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: setup
 	$(BIN)/ruff check .
