@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.domain.bootstrap import bootstrap_definition
@@ -320,5 +320,10 @@ async def _deployment_facts(
             return net, trusted | {node_public}
         except IntegrityError:
             if attempt == 4:
+                raise
+        except DBAPIError as exc:
+            # A connection the server ended (its idle-in-transaction bound while this
+            # process was descheduled, a restart): starting up retries on a fresh one.
+            if not exc.connection_invalidated or attempt == 4:
                 raise
     raise AssertionError("unreachable")
