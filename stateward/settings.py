@@ -47,6 +47,9 @@ class Settings:
     #: Offer permessage-deflate on websockets (STATEWARD_WS_DEFLATE=1); off by default: a
     #: deflate per subscriber per event cost more CPU than the frames of events save.
     ws_deflate: bool = False
+    #: One span per SQL statement while tracing (STATEWARD_TRACE_SQL=1); off by default:
+    #: they doubled an action's spans and most of tracing's cost (issue 17).
+    trace_sql: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -86,6 +89,7 @@ class Settings:
             shutdown_grace=float(e.get("STATEWARD_SHUTDOWN_GRACE", "10")),
             sqlite_synchronous=sqlite_synchronous(e.get("STATEWARD_SQLITE_SYNCHRONOUS", "")),
             ws_deflate=_flag(e.get("STATEWARD_WS_DEFLATE", "")),
+            trace_sql=_flag(e.get("STATEWARD_TRACE_SQL", "")),
         )
         return s.with_overrides(**overrides)
 

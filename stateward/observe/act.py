@@ -40,5 +40,5 @@ def observed_act(op: str) -> Iterator[ActObservation]:
             raise
         finally:
             metrics.record_act(op, seen.outcome, time.perf_counter() - started)
-            if current is not None:
+            if tracing.recording(current):
                 current.set_attribute("stateward.outcome", seen.outcome)

@@ -74,8 +74,9 @@ class Telemetry(SchemaExtension):
                 extra={"operation": name} if name else None,
             )
             if self._span is not None:
-                self._span.set_attribute("graphql.operation.type", kind)
-                self._span.set_attribute("stateward.outcome", outcome)
+                if self._span.is_recording():
+                    self._span.set_attribute("graphql.operation.type", kind)
+                    self._span.set_attribute("stateward.outcome", outcome)
                 self._span.end()
             for var, token in ((context.actor, actor_token), (context.operation, name_token)):
                 with contextlib.suppress(ValueError):  # resumed elsewhere (subscriptions)

@@ -7,10 +7,18 @@ default `stateward`). Tests `install()` a provider of their own (an in-memory ex
 While no provider is installed, `span()` yields None without touching OpenTelemetry, the
 ASGI app and the database engine are not wrapped, so tracing off costs a flag test.
 
+Tracing on is kept cheap (issue 17): spans go through a `BatchSpanProcessor` (exported
+from its own thread, in batches; `OTEL_BSP_*` tune it); the sampler is the one the
+standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables choose (default
+`parentbased_always_on`; e.g. `parentbased_traceidratio` with `0.1` records a tenth of
+the requests, and an unsampled request's spans cost no attribute building and no export);
+SQL statements get spans only when `STATEWARD_TRACE_SQL=1` asks for them (one span per
+statement roughly doubled the spans of an action).
+
 Spans: the ASGI request (instrumentation), `graphql.operation` with `graphql.parse`,
 `graphql.validate`, `graphql.execute`; `act` with `act.verify`, `act.engine`,
 `act.commit`, `act.publish`; `hook.run`; `sweep.<name>`; SQL statements (SQLAlchemy
-instrumentation). The group-commit writer applies events of other tasks: it carries each
+instrumentation, only with `STATEWARD_TRACE_SQL=1`). The group-commit writer applies events of other tasks: it carries each
 caller's context (`current()` / `attached()`) and records the shared commit as an
 `act.commit` span under every caller (`record_span`).
 """
@@ -49,15 +57,22 @@ def configure_from_env() -> bool:
     if _provider is not None or not env_enabled():
         return _provider is not None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)})
-    provider = TracerProvider(resource=resource)
+    provider = make_provider()
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     install(provider)
     return True
+
+
+def make_provider() -> TracerProvider:
+    """A provider named by `OTEL_SERVICE_NAME` (default `stateward`) whose sampler is the
+    one `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` choose (the SDK reads them)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)})
+    return TracerProvider(resource=resource)
 
 
 def install(provider: TracerProvider | None) -> None:
@@ -91,8 +106,9 @@ def span(
     if _tracer is None:
         yield None
         return
-    attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
-    with _tracer.start_as_current_span(name, context=parent, attributes=attrs) as current_span:
+    with _tracer.start_as_current_span(name, context=parent) as current_span:
+        if attributes and current_span.is_recording():
+            _set_attributes(current_span, attributes)
         yield current_span
 
 
@@ -100,8 +116,22 @@ def start(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
     """A span that is NOT made current (end it with `.end()`); None while off."""
     if _tracer is None:
         return None
-    attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
-    return _tracer.start_span(name, attributes=attrs)
+    started = _tracer.start_span(name)
+    if attributes and started.is_recording():
+        _set_attributes(started, attributes)
+    return started
+
+
+def _set_attributes(target: Any, attributes: Mapping[str, Any]) -> None:
+    """Set the non-None `attributes` on a recording span (never called for a dropped one)."""
+    for key, value in attributes.items():
+        if value is not None:
+            target.set_attribute(key, value)
+
+
+def recording(target: Any) -> bool:
+    """Whether `target` (from `span()` / `start()`) records: attributes are worth building."""
+    return target is not None and bool(target.is_recording())
 
 
 def context_of(started: Any) -> Context | None:
@@ -132,15 +162,17 @@ def record_span(name: str, start_ns: int, end_ns: int, parents: Iterable[Context
     if _tracer is None:
         return
     for parent in parents:
-        if parent is not None:
+        if parent is not None and trace.get_current_span(parent).is_recording():
             _tracer.start_span(name, context=parent, start_time=start_ns).end(end_time=end_ns)
 
 
-def instrument_engine(engine: Any) -> None:
-    """Trace the SQL statements of an (async) SQLAlchemy engine when tracing is on."""
-    if _provider is None:
-        return
+def instrument_engine(engine: Any, *, sql: bool = False) -> bool:
+    """Trace the SQL statements of an (async) SQLAlchemy engine when tracing is on and
+    `sql` (`STATEWARD_TRACE_SQL=1`) asks for it; True when instrumented."""
+    if _provider is None or not sql:
+        return False
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 
     sync_engine = getattr(engine, "sync_engine", engine)
     SQLAlchemyInstrumentor().instrument(engine=sync_engine, tracer_provider=_provider)
+    return True

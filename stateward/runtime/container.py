@@ -146,7 +146,7 @@ class Services:
         try:
             if self._runtime is None:
                 self._runtime = await Runtime.open(self.settings)
-                tracing.instrument_engine(self._runtime.engine)
+                tracing.instrument_engine(self._runtime.engine, sql=self.settings.trace_sql)
                 wanted = group_commit(self.settings)
                 if wanted is not None:
                     self._runtime.group_commit = wanted

@@ -77,3 +77,57 @@ async def test_an_error_response_names_its_trace_id(
     trace_ids = {f"{s.context.trace_id:032x}" for s in exporter.get_finished_spans()}
     assert extensions["traceId"] in trace_ids
     assert extensions["requestId"]
+
+
+async def test_sql_statements_get_spans_only_when_asked(
+    traced: Api, exporter: InMemorySpanExporter
+) -> None:
+    """STATEWARD_TRACE_SQL: no per-statement spans by default (issue 17), spans when asked."""
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+
+    engine = traced.runtime.engine
+    assert tracing.instrument_engine(engine) is False
+    assert tracing.instrument_engine(engine, sql=True) is True
+    try:
+        exporter.clear()
+        await traced.ok(DEPLOY, {"d": loan()})
+        assert any(
+            s.attributes is not None and "db.statement" in s.attributes
+            for s in exporter.get_finished_spans()
+        )
+    finally:
+        SQLAlchemyInstrumentor().uninstrument()
+
+
+@pytest.fixture
+def sampled_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """The provider stateward builds, with the standard sampler variable set to record nothing."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    memory = InMemorySpanExporter()
+    provider = tracing.make_provider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracing.install(provider)
+    try:
+        yield memory
+    finally:
+        tracing.install(None)
+        provider.shutdown()
+
+
+async def test_the_sampler_follows_otel_traces_sampler(
+    sqlite_db_url: str, sampled_off: InMemorySpanExporter
+) -> None:
+    """OTEL_TRACES_SAMPLER=always_off: actions work, no span is recorded or exported,
+    and an error still names a (valid, unsampled) trace id."""
+    stack, close = await open_stack(sqlite_db_url)
+    try:
+        await stack.ok(DEPLOY, {"d": loan()})
+        instance = (await stack.ok(START, {"w": "acme/loans/loan"}))["startInstance"]["id"]
+        await stack.ok(PERFORM, {"i": instance})
+        body = await stack.gql('mutation { startInstance(workflow: "no/such/flow") { id } }')
+    finally:
+        await close()
+    assert sampled_off.get_finished_spans() == ()
+    extensions = body["errors"][0]["extensions"]
+    assert extensions["code"] == "NOT_FOUND"
+    assert len(extensions["traceId"]) == 32 and int(extensions["traceId"], 16) != 0
