@@ -18,9 +18,10 @@ statement roughly doubled the spans of an action).
 Spans: the ASGI request (instrumentation), `graphql.operation` with `graphql.parse`,
 `graphql.validate`, `graphql.execute`; `act` with `act.verify`, `act.engine`,
 `act.commit`, `act.publish`; `hook.run`; `sweep.<name>`; SQL statements (SQLAlchemy
-instrumentation, only with `STATEWARD_TRACE_SQL=1`). The group-commit writer applies events of other tasks: it carries each
-caller's context (`current()` / `attached()`) and records the shared commit as an
-`act.commit` span under every caller (`record_span`).
+instrumentation, only with `STATEWARD_TRACE_SQL=1`). The group-commit writer applies
+events of other tasks: it carries each caller's context (`current()` / `attached()`) and
+records the shared commit as an `act.commit` span under every sampled caller
+(`record_span`).
 """
 
 from __future__ import annotations
