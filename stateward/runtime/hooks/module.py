@@ -23,6 +23,12 @@ HOOK_FAILED = "HOOK_FAILED"
 HOOK_BAD_RESULT = "HOOK_BAD_RESULT"
 HOOK_MEMORY = "HOOK_MEMORY"
 HOOK_NOT_FOUND = "HOOK_NOT_FOUND"
+# Refusals of the `workflow` module (issue 13): another instance than the hook's own or
+# its children; a size or count limit; a call that cannot be made (self-advance, a
+# finished instance, bad data).
+HOOK_SCOPE = hook_worker.HOOK_SCOPE
+HOOK_LIMIT = hook_worker.HOOK_LIMIT
+HOOK_CALL = hook_worker.HOOK_CALL
 # Validation code of a module that does not parse or has a bad name (check_module).
 INVALID_MODULE = "INVALID_MODULE"
 
@@ -57,6 +63,9 @@ class HookResult:
     error_code: str | None = None
     error: str | None = None
     duration_ms: float = 0.0
+    #: What the hook read and did through the `workflow` module (None: no call made):
+    #: {reads: [{id, seq}], writes: [{id, data}], advances: [id]}.
+    workflow: dict[str, Any] | None = None
 
     @classmethod
     def failure(cls, code: str, error: str, duration_ms: float) -> HookResult:

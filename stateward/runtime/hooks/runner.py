@@ -128,23 +128,31 @@ class HookRunner:
         function: str,
         ctx: dict[str, Any],
         timeout_ms: int | None = None,
+        world: dict[str, Any] | None = None,
     ) -> HookResult:
         """Call `function(ctx)` of `module`; ctx = {instance_id, workflow, state, data, input}.
 
-        Returns ok with a JSON dict, or a failure coded HOOK_TIMEOUT, HOOK_FAILED,
-        HOOK_BAD_RESULT, HOOK_MEMORY or HOOK_NOT_FOUND. Raises only for caller bugs
-        (ctx that is not JSON, a closed runner).
+        `world` (`hooks.world.build`) is what the `workflow` module may read: the hook's
+        instance and its children; without it every `workflow.*` call is refused.
+        Returns ok with a JSON dict (and `workflow`, the record of the module's calls), or
+        a failure coded HOOK_TIMEOUT, HOOK_FAILED, HOOK_BAD_RESULT, HOOK_MEMORY,
+        HOOK_NOT_FOUND, or HOOK_SCOPE / HOOK_LIMIT / HOOK_CALL (a refused `workflow.*`
+        call). Raises only for caller bugs (ctx that is not JSON, a closed runner).
         """
         limit = self.default_timeout_ms if timeout_ms is None else timeout_ms
         json.dumps(ctx, allow_nan=False)  # a ctx that is not JSON is the caller's bug
         req = {"op": "call", "function": function, "ctx": ctx, "timeout_ms": limit}
+        if world is not None:
+            req["world"] = world
         started = time.perf_counter()
         with tracing.span("hook.run", attributes={"stateward.hook": f"{module.name}:{function}"}):
             reply = await self._request(module, req, limit)
         elapsed = (time.perf_counter() - started) * 1000.0
         metrics.record_hook("ok" if reply.get("ok") else str(reply["error_code"]), elapsed / 1e3)
         if reply.get("ok"):
-            return HookResult(ok=True, value=reply["value"], duration_ms=elapsed)
+            return HookResult(
+                ok=True, value=reply["value"], duration_ms=elapsed, workflow=reply.get("workflow")
+            )
         return HookResult.failure(reply["error_code"], reply["error"], elapsed)
 
     async def inspect(self, module: HookModule, timeout_ms: int | None = None) -> ModuleReport:

@@ -7,9 +7,9 @@ starts fast and nothing of the server is reachable from it. The process caps its
 only; the runner sees the death and starts a new worker.
 
 Protocol (one JSON object per line, one request in flight at a time):
-  -> {"id", "op": "call", "hash", "name", "source"?, "function", "ctx", "timeout_ms"}
+  -> {"id", "op": "call", "hash", "name", "source"?, "function", "ctx", "timeout_ms", "world"?}
   -> {"id", "op": "inspect", "hash", "name", "source"?, "timeout_ms"}
-  <- {"id", "ok": true, "value": {...}} | {"id", "ok": true, "functions": [...]}
+  <- {"id", "ok": true, "value": {...}, "workflow"?: {...}} | {"id", "ok": true, "functions": [...]}
   <- {"id", "ok": false, "error_code", "error", "retire"?: true}
   <- {"id", "need_source": true}   (the module is not cached here; resend with "source")
 """
@@ -47,6 +47,7 @@ MAX_CACHED_MODULES = 128
 MAX_CALLSTACK = 200
 MAX_SAFE_INT = 2**53
 PUBLIC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_FRAME = re.compile(r"\*\s+(\S+?):(\d+), in (\S+)")
 _MEMORY_PANIC = re.compile(r"memory|size|alloc|capacity", re.I)
 
 # Runs inside Starlark, after the hook, under the same deadline: walks the result without
@@ -101,6 +102,200 @@ class HookFault(Exception):
         self.retire = retire
 
 
+# The `workflow` module (seed §10; issue 13). A hook reads and writes its own instance
+# and that instance's children through `workflow.*`, never anything else. The worker has
+# no way back to the server: the runtime sends the hook's whole reachable world with the
+# call ("world": the instance, its children, their open assignments, each pinned by its
+# seq), the functions answer from it, and the writes are returned beside the result as a
+# record ("workflow": reads with the seq read, merged data per instance, advances) that
+# the runtime stores in the `$automate` event and turns into kernel events. So a hook is
+# as deterministic as before, and replay needs neither Starlark nor the reads.
+HOOK_SCOPE = "HOOK_SCOPE"
+HOOK_LIMIT = "HOOK_LIMIT"
+HOOK_CALL = "HOOK_CALL"
+#: Bytes (JSON) of one `set_stage_data` and of all of one run's writes.
+MAX_WRITE_BYTES = 64 * 1024
+MAX_WRITES_BYTES = 256 * 1024
+#: Children one run may advance (each at most once: a loop of `advance` is refused).
+MAX_ADVANCES = 20
+#: `workflow.*` calls per run (reads are cheap, but a loop of them still is a loop).
+MAX_WORKFLOW_CALLS = 10_000
+LIVE = ("active", "stale")
+_PRELUDE = """
+def _check_value(v):
+    if type(v) != "dict":
+        return "data must be a dict, not " + type(v)
+    stack = [("", v)]
+    for _ in range({max_nodes}):
+        if not stack:
+            return None
+        path, v = stack.pop()
+        t = type(v)
+        if t == "dict":
+            for k, x in v.items():
+                if type(k) != "string":
+                    return "non-string key " + repr(k) + " at '" + path + "/'"
+                stack.append((path + "/" + k, x))
+        elif t == "list" or t == "tuple":
+            for i, x in enumerate(v):
+                stack.append((path + "/" + str(i), x))
+        elif t == "float":
+            s = str(v)
+            if "nan" in s or "inf" in s:
+                return "non-finite number " + s + " at '" + path + "'"
+        elif t not in ("string", "int", "bool", "NoneType"):
+            return "value of type " + t + " at '" + path + "' is not JSON"
+    return "data has more than {max_nodes} values (or contains itself)"
+
+def _set_stage_data(instance_id, data):
+    return _workflow_set_stage_data(instance_id, data, _check_value(data))
+
+workflow = struct(
+    get_instance = _workflow_get_instance,
+    get_stage_data = _workflow_get_stage_data,
+    set_stage_data = _set_stage_data,
+    advance = _workflow_advance,
+    get_assignments = _workflow_get_assignments,
+)
+"""
+
+
+class WorkflowModule:
+    """The `workflow.*` functions of one call, answered from the call's world.
+
+    A refusal sets `fault` (its stable code) and raises: Starlark has no `try`, so the
+    hook fails, and the runner reports the fault's code, not a generic HOOK_FAILED.
+    """
+
+    def __init__(self) -> None:
+        self.reset(None)
+
+    def reset(self, world: dict[str, Any] | None) -> None:
+        """Start a call with `world` (None: no call in progress, e.g. loading a module)."""
+        self.world = world
+        self.instances: dict[str, dict[str, Any]] = dict((world or {}).get("instances") or {})
+        self.reads: dict[str, int] = {}
+        self.writes: dict[str, dict[str, Any]] = {}
+        self.advances: list[str] = []
+        self.written = 0
+        self.calls = 0
+        self.fault: HookFault | None = None
+
+    def bind(self, module: sl.Module) -> None:
+        """Bind the functions into a hook module (before its source is evaluated)."""
+        module.add_callable("_workflow_get_instance", self.get_instance)
+        module.add_callable("_workflow_get_stage_data", self.get_stage_data)
+        module.add_callable("_workflow_set_stage_data", self.set_stage_data)
+        module.add_callable("_workflow_advance", self.advance)
+        module.add_callable("_workflow_get_assignments", self.get_assignments)
+
+    def _refuse(self, code: str, message: str) -> Exception:
+        self.fault = HookFault(code, message)
+        return ValueError(f"{code}: {message}")
+
+    def _target(self, op: str, instance_id: Any) -> dict[str, Any]:
+        """The instance `op` names; HOOK_SCOPE for anything but the hook's own instance
+        and its children (the same answer whether or not such an id exists elsewhere)."""
+        self.calls += 1
+        if self.calls > MAX_WORKFLOW_CALLS:
+            raise self._refuse(HOOK_LIMIT, f"more than {MAX_WORKFLOW_CALLS} workflow calls")
+        if self.world is None:
+            raise self._refuse(HOOK_CALL, f"workflow.{op} is only available inside a hook call")
+        inst = self.instances.get(instance_id) if isinstance(instance_id, str) else None
+        if inst is None:
+            raise self._refuse(
+                HOOK_SCOPE,
+                f"workflow.{op}({instance_id!r}): a hook may only use its own instance and "
+                "that instance's children",
+            )
+        self.reads.setdefault(instance_id, inst["seq"])
+        return inst
+
+    def get_instance(self, instance_id: Any) -> dict[str, Any]:
+        """`workflow.get_instance(id)`: id, workflow, version, state, status, seq, data,
+        metadata, parent_id, and for the hook's own instance `children` (ids)."""
+        return self._target("get_instance", instance_id)
+
+    def get_stage_data(self, instance_id: Any) -> dict[str, Any]:
+        """`workflow.get_stage_data(id)`: the instance's data (with this run's writes)."""
+        return self._target("get_stage_data", instance_id)["data"]  # type: ignore[no-any-return]
+
+    def get_assignments(self, instance_id: Any) -> list[Any]:
+        """`workflow.get_assignments(id)`: the instance's open assignments, oldest first."""
+        self._target("get_assignments", instance_id)
+        return list(((self.world or {}).get("assignments") or {}).get(instance_id, []))
+
+    def set_stage_data(self, instance_id: Any, data: Any, problem: Any = None) -> None:
+        """`workflow.set_stage_data(id, data)`: merge `data` (shallow, like a result)."""
+        inst = self._target("set_stage_data", instance_id)
+        if problem is not None:
+            raise self._refuse(HOOK_CALL, f"workflow.set_stage_data: {problem}")
+        bad = sorted(k for k in data if k.startswith("$") or k == "state")
+        if bad:
+            raise self._refuse(HOOK_CALL, f"workflow.set_stage_data: reserved key {bad[0]!r}")
+        if inst["status"] not in LIVE:
+            raise self._refuse(
+                HOOK_CALL, f"workflow.set_stage_data: {instance_id} is {inst['status']}"
+            )
+        try:
+            check_json(data)
+        except HookFault as fault:
+            raise self._refuse(HOOK_CALL, f"workflow.set_stage_data: {fault.message}") from None
+        size = len(json.dumps(data, ensure_ascii=False).encode())
+        if size > MAX_WRITE_BYTES:
+            raise self._refuse(
+                HOOK_LIMIT, f"workflow.set_stage_data: {size} bytes (limit {MAX_WRITE_BYTES})"
+            )
+        self.written += size
+        if self.written > MAX_WRITES_BYTES:
+            raise self._refuse(
+                HOOK_LIMIT, f"workflow.set_stage_data: {self.written} bytes written in one run "
+                f"(limit {MAX_WRITES_BYTES})",
+            )  # fmt: skip
+        inst["data"] = {**inst["data"], **data}
+        self.writes.setdefault(instance_id, {}).update(data)
+
+    def advance(self, instance_id: Any) -> None:
+        """`workflow.advance(id)`: advance a child once the hook's event is recorded."""
+        inst = self._target("advance", instance_id)
+        if self.world is not None and instance_id == self.world.get("self"):
+            raise self._refuse(
+                HOOK_CALL, "workflow.advance: a hook routes its own instance by its result "
+                "($action, $next), not by advance",
+            )  # fmt: skip
+        if inst["status"] not in LIVE:
+            raise self._refuse(HOOK_CALL, f"workflow.advance: {instance_id} is {inst['status']}")
+        if instance_id in self.advances:
+            raise self._refuse(
+                HOOK_LIMIT, f"workflow.advance: {instance_id} advanced twice in one run "
+                "(cycle guard)",
+            )  # fmt: skip
+        if len(self.advances) >= MAX_ADVANCES:
+            raise self._refuse(HOOK_LIMIT, f"workflow.advance: more than {MAX_ADVANCES} advances")
+        self.advances.append(instance_id)
+
+    def record(self) -> dict[str, Any] | None:
+        """What this run read and did (None when it made no `workflow.*` call)."""
+        if not self.reads:
+            return None
+        return {
+            "reads": [{"id": i, "seq": seq} for i, seq in self.reads.items()],
+            "writes": [{"id": i, "data": d} for i, d in self.writes.items()],
+            "advances": list(self.advances),
+        }
+
+
+def _hook_frame(traceback: str) -> str:
+    """' (at m.star:8, in fn)': the innermost frame of the hook's own code."""
+    frames = [
+        f for f in _FRAME.finditer(traceback) if f.group(1) not in ("workflow.star", "wrapper.star")
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {f.group(1)}:{f.group(2)}, in {f.group(3)})"
+
+
 def dialect() -> sl.Dialect:
     """Standard Starlark without `load` (hooks cannot reach other files)."""
     d = sl.Dialect.standard()
@@ -128,6 +323,11 @@ class Sandbox:
 
     def __init__(self) -> None:
         self.globals = sl.Globals.standard()
+        self.workflow = WorkflowModule()
+        self.prelude = sl.parse(
+            "workflow.star", _PRELUDE.format(max_nodes=MAX_RESULT_NODES), dialect()
+        )
+        self.prelude_globals = sl.Globals.extended_by([sl.LibraryExtension.StructType])
         self.dialect = dialect()
         self.modules: OrderedDict[str, tuple[sl.FrozenModule, dict[str, sl.FrozenModule]]] = (
             OrderedDict()
@@ -147,6 +347,9 @@ class Sandbox:
         try:
             return fn()
         except sl.StarlarkError as e:
+            if self.workflow.fault is not None:  # a refused `workflow.*` call: its own code
+                fault = self.workflow.fault
+                raise HookFault(fault.code, fault.message + _hook_frame(str(e))) from None
             if self.cancelled:
                 raise HookFault(HOOK_TIMEOUT, f"{action} exceeded its time limit") from None
             raise HookFault(HOOK_FAILED, f"{action} failed: {summarize(e)}") from None
@@ -181,6 +384,9 @@ class Sandbox:
         except sl.StarlarkError as e:
             raise HookFault(INVALID_MODULE, f"module does not parse: {summarize(e)}") from None
         mod = sl.Module()
+        self.workflow.bind(mod)
+        sl.eval(mod, self.prelude, self.prelude_globals)
+        self.workflow.reset(None)  # the top level runs once per cache: no world, no calls
         self._guard(
             "loading the module", lambda: sl.eval_with(self.options, mod, ast, self.globals)
         )
@@ -221,6 +427,7 @@ class Sandbox:
         if self.module(req) is None:
             return None
         w = self.wrapper(req["hash"], req["function"])
+        self.workflow.reset(req.get("world"))
         problem, value = self._guard(
             "the hook", lambda: w.call_with(self.options, "run", req["ctx"]).value
         )
@@ -281,6 +488,9 @@ def serve(inp: BinaryIO, out: BinaryIO, max_result_bytes: int) -> None:
             else:
                 result = sandbox.call(req, max_result_bytes)
                 reply.update(ok=True, value=result)
+                record = sandbox.workflow.record() if result is not None else None
+                if record is not None:
+                    reply["workflow"] = record
             if result is None:
                 reply = {"id": req.get("id"), "need_source": True}
         except HookFault as f:
