@@ -1,9 +1,9 @@
 """The pure engine (DESIGN §5): `apply(process, event, definition) -> Outcome`.
 
 The engine's one public module. `apply` dispatches a logged event by its action name:
-kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$message`, `$advance`,
-`$stale`, and the row-only `$claim`, `$unclaim`, `$assignment_cancel`, `$entry_token`,
-`$sla`) and business actions (their own names, including generated branch actions
+kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$message`,
+`$advance`, `$stale`, `$hook_write`, and the row-only `$claim`, `$unclaim`,
+`$assignment_cancel`, `$entry_token`, `$sla`) and business actions (their own names, including generated branch actions
 `<state>#<n>` that an `advance` resolved to). It is what the runtime calls for every
 event and what `stateward verify` replays: same snapshot + same event = same outcome.
 A `DomainError` means the event is rejected and nothing changed.
@@ -18,6 +18,7 @@ from typing import Any
 from stateward.domain import events as ev
 from stateward.domain.autotransition import follow
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.hookcalls import HOOK_WRITE, hook_write
 from stateward.domain.joins import CHILD, child_done
 from stateward.domain.lifecycle import (
     AUTOMATE,
@@ -48,7 +49,7 @@ MIGRATE = "$migrate"
 #: Every reserved name a log may hold (DSL action keys can never start with `$`).
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
-    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP, MIGRATE}
+    | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP, MIGRATE, HOOK_WRITE}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,
@@ -164,6 +165,8 @@ def _kernel(
         return _complete(process, event, definition, authorize)
     if name == STALE_OP:
         return mark_stale(process)
+    if name == HOOK_WRITE:
+        return hook_write(definition, process, payload, ts=ts, event_id=eid)
     if name == CHILD:
         return child_done(definition, process, payload, ts=ts, event_id=eid, perform=perform)
     if name in _ROW_ONLY_EVENTS or name in (SLA, ENTRY_TOKEN):

@@ -23,6 +23,7 @@ from stateward.domain.errors import (
     TERMINAL_STATE,
     DomainError,
 )
+from stateward.domain.hookcalls import WORKFLOW_KEY, writes_for
 from stateward.domain.hookrouting import NEXT, route_after, waiting_hooks
 from stateward.domain.model import (
     ACTIVE,
@@ -122,7 +123,8 @@ def automate(
     hook: str | None = None,
 ) -> Outcome:
     """`$automate`: merge a hook's `result` into data (shallow, like `$merge`), then advance
-    as the system actor; `result["$action"]` names the action instead of searching.
+    as the system actor; `result["$action"]` names the action instead of searching. The
+    hook's own `workflow.set_stage_data` writes (`input["workflow"]`) merge first.
 
     `process.automation_chain` counts the consecutive automated events before this one;
     the 11th of a chain, a non-object result or a result from which no action applies
@@ -144,7 +146,10 @@ def automate(
     hook_action = result.get("$action")
     if hook_action is not None and not isinstance(hook_action, str):
         return fail(definition, process, "the hook's $action is not a string", hook=hook)
-    merged = dict(process.data)
+    try:  # the hook's `workflow.set_stage_data` of its own instance, then its result
+        merged = {**process.data, **writes_for((input or {}).get(WORKFLOW_KEY), process.id)}
+    except DomainError as exc:
+        return fail(definition, process, f"{exc.code}: {exc.message}", hook=hook)
     for key, value in result.items():
         if key not in RESERVED_RESULT_KEYS:
             merged[key] = value

@@ -13,7 +13,7 @@ from __future__ import annotations
 from stateward.runtime.access import governance_ops
 from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import KernelOp, register, register_governance
-from stateward.runtime.hooks import automation
+from stateward.runtime.hooks import automation, calls
 from stateward.runtime.messages import correlate
 from stateward.runtime.operate import migration
 from stateward.runtime.public import entry
@@ -34,6 +34,7 @@ OPERATIONS: dict[str, KernelOp] = {
     correlate.MESSAGE: correlate.op_message,  # issue 15: a message delivered
     joins.CHILD: joins.op_child,  # DSL 2.1: a child ended (written by the core's writes)
     migration.MIGRATE: migration.op_migrate,  # issue 15: move an instance to another version
+    calls.HOOK_WRITE: calls.op_hook_write,  # issue 13: a parent's hook wrote this child
 }
 
 

@@ -30,12 +30,13 @@ from typing import Any
 
 from stateward.domain.branching import ON_ADVANCE, ROUTE
 from stateward.domain.errors import DomainError
+from stateward.domain.hookcalls import WORKFLOW_KEY
 from stateward.domain.hookrouting import waiting_hooks
 from stateward.domain.lifecycle import MAX_AUTOMATION_CHAIN
 from stateward.domain.model import LIVE_STATUSES, Outcome
 from stateward.persistence import UnitOfWork
 from stateward.persistence.kernel import AutomationCandidate
-from stateward.records import INSTANCE
+from stateward.records import INSTANCE, StoredEvent
 from stateward.runtime.core import references
 from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
@@ -49,6 +50,7 @@ from stateward.runtime.core.ops_support import (
     system_act,
 )
 from stateward.runtime.core.services import Runtime
+from stateward.runtime.hooks import calls
 from stateward.runtime.hooks.runner import HookModule, HookRef, HookRunner, parse_hook_ref
 from stateward.settings import Settings
 
@@ -56,6 +58,8 @@ log = logging.getLogger(__name__)
 
 AUTOMATE = "$automate"
 HOOK_UNAVAILABLE = "HOOK_NOT_FOUND"
+#: A hook whose reads of children went stale on every one of its runs.
+HOOK_STALE = "HOOK_STALE"
 #: The shortest wait (seconds) before the recovery sweep re-runs a system state's hook.
 RECOVERY_FLOOR = 5.0
 BATCH = 100
@@ -75,6 +79,7 @@ async def op_automate(ctx: ActContext) -> Outcome:
         or (isinstance(after, int) and after != process.seq)
     ):
         raise not_due(f"{process.id} is not waiting for hook {hook} (seq {process.seq})")
+    await calls.check_reads(ctx, ctx.input.get(WORKFLOW_KEY))
     return apply_engine(ctx)
 
 
@@ -91,7 +96,30 @@ def install(runtime: Runtime, runner: HookRunner) -> Callable[[Runtime, str, str
 
 async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: str) -> bool:
     """Run `hook` for the instance waiting in its system state and append the `$automate`
-    event; False when the instance is not (or no longer) waiting for it."""
+    event (then the `$hook_write` of each child the hook wrote through `workflow.*`);
+    False when the instance is not (or no longer) waiting for it. A run whose reads of
+    children went stale before its event was recorded is run again (`STALE_RETRIES`)."""
+    for _ in range(calls.STALE_RETRIES):
+        try:
+            return await _automate_once(runtime, runner, process_id, hook)
+        except _Stale:
+            continue
+    async with runtime.uow(readonly=True) as uow:
+        process = await uow.processes.get(process_id)
+    if process is None:
+        return False
+    input = {"hook": hook, "after": process.seq, "code": HOOK_STALE,
+             "error": f"{HOOK_STALE}: the children the hook read kept changing "
+                      f"({calls.STALE_RETRIES} runs)"}  # fmt: skip
+    return await _record(runtime, process.id, process.workflow, input) is not None
+
+
+class _Stale(Exception):
+    """The `$automate` was refused because a child the hook read moved on."""
+
+
+async def _automate_once(runtime: Runtime, runner: HookRunner, process_id: str, hook: str) -> bool:
+    """One run of `automate` (raises `_Stale` when its reads went stale)."""
     async with runtime.uow(readonly=True) as uow:
         process = await uow.processes.get(process_id)
         if process is None or process.kind != INSTANCE or process.status not in LIVE_STATUSES:
@@ -109,6 +137,7 @@ async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: 
             # (`share_module`, checked again at every run): else it is "not deployed".
             if await references.may_use_module(uow, process.namespace, owner, ref.module):
                 module = await uow.modules.get(owner, ref.module)
+        reachable = await calls.world(uow, process) if module is not None else None
     input: dict[str, Any] = {"hook": hook, "after": process.seq}
     if process.automation_chain >= MAX_AUTOMATION_CHAIN:
         input["guard"] = True  # the engine refuses the 11th automated event: no run
@@ -133,27 +162,38 @@ async def automate(runtime: Runtime, runner: HookRunner, process_id: str, hook: 
             ref.function,
             ctx,
             runtime.settings.hook_timeout_ms,
+            world=reachable,
         )
         if result.ok:
             input["result"] = result.value
+            if result.workflow is not None:
+                input[WORKFLOW_KEY] = result.workflow
         else:
             input.update(error=f"{result.error_code}: {result.error}", code=result.error_code)
-    return await _record(runtime, process.id, process.workflow, input)
+    recorded = await _record(runtime, process.id, process.workflow, input)
+    record = recorded.input.get(WORKFLOW_KEY) if recorded is not None else None
+    if recorded is not None and isinstance(record, dict):
+        await calls.follow_up(runtime, process.id, recorded.seq, record)
+    return recorded is not None
 
 
-async def _record(runtime: Runtime, process_id: str, workflow: str, input: dict[str, Any]) -> bool:
-    """Append the `$automate` event; a result the log cannot hold becomes an error."""
+async def _record(
+    runtime: Runtime, process_id: str, workflow: str, input: dict[str, Any]
+) -> StoredEvent | None:
+    """Append the `$automate` event (None: not due); a result the log cannot hold
+    becomes an error. Raises `_Stale` when the hook's reads of children went stale."""
     try:
-        await system_act(runtime, process_id, workflow, AUTOMATE, input)
-        return True
+        return (await system_act(runtime, process_id, workflow, AUTOMATE, input)).event
     except DomainError as error:
+        if calls.is_stale_read(error):
+            raise _Stale() from error
         if is_not_due(error):
-            return False
+            return None
         if "result" not in input:
             log.warning("automation of %s not recorded: %s %s", process_id, error.code,
                         error.message)  # fmt: skip
-            return False
-        failed = {k: v for k, v in input.items() if k != "result"}
+            return None
+        failed = {k: v for k, v in input.items() if k not in ("result", WORKFLOW_KEY)}
         failed.update(error=f"HOOK_BAD_RESULT: {error.message}", code="HOOK_BAD_RESULT")
         return await _record(runtime, process_id, workflow, failed)
 

@@ -1,0 +1,160 @@
+"""The runtime half of the Starlark `workflow` module (seed §10, issue 13).
+
+The worker has no way back to the server, so before a hook runs, `world` loads all it may
+read: its instance and that instance's children (oldest first, at most `MAX_CHILDREN`;
+a child in another namespace only while the parent's namespace may spawn it, the rule
+of `$child`), each with its seq and open assignments. Nothing else is sent, so another
+tenant's instance is unreachable and refused as `HOOK_SCOPE` exactly like an id that does
+not exist. The worker answers `workflow.*` from it and returns the record of the calls,
+which `automation.automate` stores in the `$automate` event.
+
+`check_reads` (in the `$automate` transaction) refuses the event as stale when a child
+the hook read has moved on since, so the hook is re-run on fresh state (at most
+`STALE_RETRIES` times). After the commit, `follow_up` appends one `$hook_write` system
+event per child the hook wrote or advanced, through the one write path (`system_act`);
+it carries `after` = the seq the hook read, and `op_hook_write` refuses it (not due)
+when the child moved in between: no write ever lands on a state the hook did not see.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from stateward.domain.errors import FORBIDDEN, DomainError
+from stateward.domain.hookcalls import HOOK_WRITE
+from stateward.domain.model import Outcome
+from stateward.persistence import UnitOfWork
+from stateward.records import AssignmentRecord, ProcessRecord
+from stateward.runtime.core import references
+from stateward.runtime.core.kernel import ActContext, apply_engine
+from stateward.runtime.core.ops_support import (
+    is_not_due,
+    not_due,
+    require_instance,
+    require_system,
+    system_act,
+)
+from stateward.runtime.core.services import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Children of one instance a hook can reach (the oldest ones; later ones are HOOK_SCOPE).
+MAX_CHILDREN = 200
+#: Re-runs of a hook whose reads went stale before its event was recorded.
+STALE_RETRIES = 3
+#: `not_due` detail of an `$automate` whose reads went stale (re-run, not skipped).
+STALE_READ = "stale_read"
+
+
+def _instance(row: ProcessRecord) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "workflow": row.workflow,
+        "version": row.workflow_version,
+        "state": row.state,
+        "status": row.status,
+        "seq": row.seq,
+        "data": dict(row.data),
+        "metadata": dict(row.instance_metadata or {}),
+        "parent_id": row.parent_id,
+    }
+
+
+def _assignment(a: AssignmentRecord) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "state": a.state,
+        "team": a.team,
+        "status": a.status,
+        "assignee": a.assignee,
+        "created_at": a.created_at.isoformat(),
+    }
+
+
+async def world(uow: UnitOfWork, process: ProcessRecord) -> dict[str, Any]:
+    """What a hook of `process` may read through `workflow.*` (the worker's "world")."""
+    rows = (await uow.processes.children_by_parents([process.id])).get(process.id, [])
+    children: list[ProcessRecord] = []
+    for child in rows:
+        if len(children) >= MAX_CHILDREN:
+            break
+        if await references.may_spawn(uow, process.namespace, child.workflow):
+            children.append(child)
+    me = _instance(process)
+    me["children"] = [c.id for c in children]
+    instances = {process.id: me, **{c.id: _instance(c) for c in children}}
+    open_ = await uow.assignments.assignments_by_process(instances, open_only=True)
+    return {
+        "self": process.id,
+        "instances": instances,
+        "assignments": {pid: [_assignment(a) for a in open_.get(pid, [])] for pid in instances},
+    }
+
+
+async def check_reads(ctx: ActContext, record: Any) -> None:
+    """Refuse the `$automate` (not due, `stale_read`) when an instance the hook read other
+    than its own (checked by `after`) is no longer at the seq it read."""
+    if not isinstance(record, dict):
+        return
+    read = {
+        r["id"]: r.get("seq")
+        for r in record.get("reads") or []
+        if isinstance(r, dict) and isinstance(r.get("id"), str) and r["id"] != ctx.envelope.process
+    }
+    if not read:
+        return
+    rows = await ctx.uow.processes.processes_by_ids(list(read))
+    moved = sorted(i for i, seq in read.items() if i not in rows or rows[i].seq != seq)
+    if moved:
+        error = not_due(f"the hook read {moved[0]} at seq {read[moved[0]]}; it has moved on")
+        error.details["reason"] = STALE_READ
+        raise error
+
+
+def is_stale_read(error: DomainError) -> bool:
+    """True for the refusal of `check_reads`."""
+    return error.details.get("reason") == STALE_READ
+
+
+async def op_hook_write(ctx: ActContext) -> Outcome:
+    """`$hook_write {by, at, after, data?, advance?}` (system): a parent's hook wrote or
+    advanced this child. Not due when the child moved past `after` (the seq the hook read);
+    FORBIDDEN when `by` is not the child's parent."""
+    require_system(ctx)
+    process = require_instance(ctx)
+    if process.parent_id is None or ctx.input.get("by") != process.parent_id:
+        raise DomainError(FORBIDDEN, f"{process.id} is not a child of {ctx.input.get('by')!r}")
+    if ctx.input.get("after") != process.seq:
+        raise not_due(
+            f"{process.id} moved on since the hook read it (seq {process.seq}, read "
+            f"{ctx.input.get('after')})"
+        )
+    return apply_engine(ctx)
+
+
+async def follow_up(runtime: Runtime, parent: str, at: int, record: dict[str, Any]) -> list[str]:
+    """Append the `$hook_write` of each child the recorded hook wrote or advanced (in the
+    order of the hook's calls); returns the children whose event was refused (logged)."""
+    reads = {r["id"]: r["seq"] for r in record.get("reads", [])}
+    writes = {w["id"]: w["data"] for w in record.get("writes", []) if w["id"] != parent}
+    advances = [a for a in record.get("advances", []) if a != parent]
+    refused: list[str] = []
+    for child in dict.fromkeys([*writes, *advances]):
+        payload: dict[str, Any] = {"by": parent, "at": at, "after": reads.get(child)}
+        if child in writes:
+            payload["data"] = writes[child]
+        if child in advances:
+            payload["advance"] = True
+        async with runtime.uow(readonly=True) as uow:
+            row = await uow.processes.get(child)
+        if row is None:
+            refused.append(child)
+            continue
+        try:
+            await system_act(runtime, child, row.workflow, HOOK_WRITE, payload)
+        except DomainError as error:
+            refused.append(child)
+            reason = "moved on" if is_not_due(error) else f"{error.code}: {error.message}"
+            log.warning("hook write of %s by %s (seq %s) refused: %s", child, parent, at, reason)
+    return refused
