@@ -4,8 +4,8 @@ The engine's one public module. `apply` dispatches a logged event by its action 
 kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$message`,
 `$advance`, `$stale`, `$hook_write`, and the row-only `$claim`, `$unclaim`,
 `$assignment_cancel`, `$entry_token`, `$sla`) and business actions (their own names,
-including generated branch actions `<state>#<n>` that an `advance` resolved to). It is what the runtime calls for every
-event and what `stateward verify` replays: same snapshot + same event = same outcome.
+including generated branch actions `<state>#<n>` that an `advance` resolved to). It is
+what the runtime calls for every event and what `stateward verify` replays: same snapshot + same event = same outcome.
 A `DomainError` means the event is rejected and nothing changed.
 """
 
