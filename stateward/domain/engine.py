@@ -6,7 +6,8 @@ kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$me
 `$assignment_cancel`, `$entry_token`, `$sla`) and business actions (their own names,
 including generated branch actions `<state>#<n>` that an `advance` resolved to). It is
 what the runtime calls for every event and what `stateward verify` replays: same
-snapshot + same event = same outcome. A `DomainError` means the event is rejected and nothing changed.
+snapshot + same event = same outcome. A `DomainError` means the event is rejected and
+nothing changed.
 """
 
 from __future__ import annotations
