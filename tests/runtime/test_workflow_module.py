@@ -193,7 +193,7 @@ async def test_another_tenants_instance_a_sibling_and_an_unknown_id_are_out_of_s
 ):
     await registry.deploy_workflow(desk.rt, operator, {**TASK, "$path": "other/tenant/task",
                                                        "start": {}})  # fmt: skip
-    foreign = (await start_instance(desk.rt, desk.admin, "other/tenant/task", {"secret": 1}))
+    foreign = await start_instance(desk.rt, desk.admin, "other/tenant/task", {"secret": 1})
     sibling, _ = await _begin(desk, "dispatch")
     for target in (foreign.record.id, sibling, "no-such-instance"):
         for function in ("peek", "meddle"):
