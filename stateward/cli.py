@@ -186,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus /metrics on this port (STATEWARD_METRICS_PORT; "
         "STATEWARD_METRICS=1 serves them at /metrics of the API port)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes sharing the port (STATEWARD_WORKERS; default 1; "
+        "more than one needs PostgreSQL)",
+    )
 
     p = sub.add_parser("bench", help="run a benchmark from bench/")
     p.add_argument(

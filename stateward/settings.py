@@ -50,6 +50,9 @@ class Settings:
     #: One span per SQL statement while tracing (STATEWARD_TRACE_SQL=1); off by default:
     #: they doubled an action's spans and most of tracing's cost (issue 17).
     trace_sql: bool = False
+    #: Worker processes of `stateward serve` sharing one listening socket (STATEWARD_WORKERS);
+    #: more than one needs PostgreSQL (each worker is a node on the same database).
+    workers: int = 1
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,6 +93,7 @@ class Settings:
             sqlite_synchronous=sqlite_synchronous(e.get("STATEWARD_SQLITE_SYNCHRONOUS", "")),
             ws_deflate=_flag(e.get("STATEWARD_WS_DEFLATE", "")),
             trace_sql=_flag(e.get("STATEWARD_TRACE_SQL", "")),
+            workers=int(e.get("STATEWARD_WORKERS") or 1),
         )
         return s.with_overrides(**overrides)
 

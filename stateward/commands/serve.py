@@ -51,6 +51,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         mode=getattr(args, "mode", None),
         node_key_file=getattr(args, "node_key_file", None),
         metrics_port=getattr(args, "metrics_port", None),
+        workers=getattr(args, "workers", None),
     )
 
 
@@ -113,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when startup fails."""
     configure_logging()
     settings = settings_from_args(args)
+    if settings.workers != 1:
+        from stateward.commands.workers import supervise
+
+        return supervise(settings, demo=bool(getattr(args, "demo", False)))
     tracing.configure_from_env()
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
@@ -133,16 +138,25 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-async def serve(settings: Settings, *, demo: bool = False) -> int:
-    """Run uvicorn with the app for `settings`; announce readiness once started."""
+async def serve(
+    settings: Settings,
+    *,
+    demo: bool = False,
+    sockets: list[socket.socket] | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> int:
+    """Run uvicorn with the app for `settings`; announce readiness once started.
+
+    A worker of `serve --workers N` passes the supervisor's listening `sockets` and an
+    `on_ready(url)` that tells the supervisor instead of printing `listening on`."""
     app = create_app(settings)
-    if settings.metrics_port is not None:
+    if settings.metrics_port is not None and sockets is None:
         start_http_server(settings.metrics_port, addr=settings.host, registry=metrics.registry())
     config = uvicorn.Config(app, **uvicorn_options(settings))
     server = _Server(config, app, settings.shutdown_grace)
-    announcer = asyncio.create_task(_announce(server, app, settings, demo))
+    announcer = asyncio.create_task(_announce(server, app, settings, demo, on_ready))
     try:
-        await server.serve()
+        await server.serve(sockets=sockets)
     finally:
         announcer.cancel()
         with contextlib.suppress(BaseException):
@@ -171,7 +185,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def _announce(server: uvicorn.Server, app: Any, settings: Settings, demo: bool) -> None:
+async def _announce(
+    server: uvicorn.Server,
+    app: Any,
+    settings: Settings,
+    demo: bool,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Wait for uvicorn's startup, run the demo if asked, print where to connect."""
     while not server.started:
         if server.should_exit:
@@ -192,6 +212,9 @@ async def _announce(server: uvicorn.Server, app: Any, settings: Settings, demo: 
             print(f"serve: --demo failed: {error}", file=sys.stderr, flush=True)
             server.should_exit = True
             return
+    if on_ready is not None:
+        on_ready(url)
+        return
     if settings.metrics_port is not None:
         print(f"metrics on http://{host}:{settings.metrics_port}/metrics", flush=True)
     elif settings.metrics:
