@@ -23,7 +23,7 @@ from stateward.domain.errors import DomainError
 from stateward.runtime.access import registry
 from stateward.runtime.core.commands import perform_action, start_instance
 from stateward.runtime.core.ops_support import system_act
-from stateward.runtime.hooks import automation
+from stateward.runtime.hooks import automation, calls
 from stateward.runtime.hooks.module import HookModule, HookResult
 from stateward.runtime.hooks.runner import HookRunner
 from stateward.runtime.insight.logfile import export_lines, parse_lines
@@ -66,6 +66,11 @@ def trickle(ctx):
 
 def selfish(ctx):
     workflow.advance(ctx["instance_id"])
+    return {}
+
+def census(ctx):
+    for task in ctx["data"]["tasks"]:
+        workflow.get_stage_data(task)
     return {}
 
 def meddle(ctx):
@@ -119,7 +124,7 @@ def _batch(function: str) -> dict[str, Any]:
     }
 
 
-FUNCTIONS = ("dispatch", "peek", "spin", "hoard", "trickle", "selfish", "meddle")
+FUNCTIONS = ("dispatch", "peek", "spin", "hoard", "trickle", "selfish", "meddle", "census")
 
 
 @pytest.fixture
@@ -227,12 +232,13 @@ async def test_advance_loops_huge_writes_and_self_advance_are_refused(desk, func
 
 
 class _Interfering(HookRunner):
-    """A real runner; after the first run, a user acts on the first child of the
-    instance (so the hook's reads are stale when its event is recorded)."""
+    """A real runner; after the first `times` runs, a user acts on the first child of
+    the instance (so the hook's reads are stale when its event is recorded)."""
 
-    def __init__(self, desk: Desk) -> None:
+    def __init__(self, desk: Desk, times: int = 1) -> None:
         super().__init__(workers=1, default_timeout_ms=5000)
         self.desk = desk
+        self.times = times
         self.runs = 0
 
     async def run(self, module: HookModule, function: str, ctx: dict[str, Any],
@@ -240,9 +246,10 @@ class _Interfering(HookRunner):
                   ) -> HookResult:  # fmt: skip
         result = await super().run(module, function, ctx, timeout_ms, world)
         self.runs += 1
-        if self.runs == 1 and world is not None:
+        if self.runs <= self.times and world is not None:
             child = world["instances"][ctx["instance_id"]]["children"][0]
-            await perform_action(self.desk.rt, self.desk.admin, child, "note", {"note": "hi"})
+            note = {"note": f"hi {self.runs}"}
+            await perform_action(self.desk.rt, self.desk.admin, child, "note", note)
         return result
 
 
@@ -259,7 +266,7 @@ async def test_a_child_that_changes_after_the_read_makes_the_hook_run_again(desk
     assert {"id": sorted(children)[0], "seq": 2} in record["reads"]  # the second run read the note
     noted = sorted(children)[0]  # the world's first child
     first = await desk.process(noted)
-    assert (first.state, first.data["note"]) == ("review", "hi")
+    assert (first.state, first.data["note"]) == ("review", "hi 1")
     assert await desk.actions(noted) == ["$start", "note", "$hook_write"]
     assert await desk.actions(pid) == ["$start", "begin", "$automate"]
     await _replays(desk)
@@ -282,4 +289,48 @@ async def test_hook_write_is_system_only_for_the_parent_and_at_the_seq_read(desk
         await perform_action(desk.rt, desk.admin, child, "$hook_write", {**stale, "after": seq})
     assert human.value.code in ("FORBIDDEN", "INVALID_INPUT")
     assert "late" not in (await desk.process(child)).data
+    await _replays(desk)
+
+
+async def test_children_that_keep_changing_end_in_hook_stale(desk):
+    interfering = _Interfering(desk, times=3)
+    desk.rt.automation.clear()
+    automation.install(desk.rt, interfering)
+    try:
+        pid, children = await _begin(desk, "dispatch")
+    finally:
+        await interfering.close()
+    assert interfering.runs == 3
+    recorded = await _last(desk, pid)
+    assert ((await desk.process(pid)).status, recorded.input["code"]) == ("error", "HOOK_STALE")
+    for child in children:  # nothing written, nothing advanced
+        assert (await desk.process(child)).state == "open"
+    await _replays(desk)
+
+
+async def test_a_child_that_moves_between_the_two_events_keeps_its_state(desk):
+    pid, children = await _begin(desk, "dispatch")
+    child = sorted(children)[0]
+    seq = (await desk.process(child)).seq
+    await perform_action(desk.rt, desk.admin, child, "finish", {})
+    record = {"reads": [{"id": child, "seq": seq}], "writes": [{"id": child, "data": {"x": 1}}],
+              "advances": [child]}  # fmt: skip
+    assert await calls.follow_up(desk.rt, pid, 3, record) == [child]
+    row = await desk.process(child)
+    assert (row.state, "x" in row.data) == ("done", False)
+    await _replays(desk)
+
+
+async def test_a_child_beyond_what_a_hook_can_see_is_hook_limit(desk, monkeypatch):
+    monkeypatch.setattr(calls, "MAX_CHILDREN", 1)
+    pid, children = await _begin(desk, "census")
+    recorded = await _last(desk, pid)
+    assert recorded.input["code"] == "HOOK_LIMIT", recorded.input
+    assert "beyond the first 200" in recorded.input["error"]
+    async with desk.rt.uow(readonly=True) as uow:
+        parent = await uow.processes.get(pid)
+        assert parent is not None
+        seen = await calls.world(uow, parent)
+    assert seen["omitted"] == [sorted(children)[1]]
+    assert list(seen["instances"]) == [pid, sorted(children)[0]]
     await _replays(desk)

@@ -1,9 +1,10 @@
 """The runtime half of the Starlark `workflow` module (seed §10, issue 13).
 
 The worker has no way back to the server, so before a hook runs, `world` loads all it may
-read: its instance and that instance's children (oldest first, at most `MAX_CHILDREN`;
-a child in another namespace only while the parent's namespace may spawn it, the rule
-of `$child`), each with its seq and open assignments. Nothing else is sent, so another
+read: its instance and that instance's children (oldest first, at most `MAX_CHILDREN`
+and `MAX_WORLD_BYTES` of data, the rest named as omitted: HOOK_LIMIT when used; a child
+in another namespace only while the parent's namespace may spawn it, the rule of
+`$child`), each with its seq and open assignments. Nothing else is sent, so another
 tenant's instance is unreachable and refused as `HOOK_SCOPE` exactly like an id that does
 not exist. The worker answers `workflow.*` from it and returns the record of the calls,
 which `automation.automate` stores in the `$automate` event.
@@ -18,6 +19,7 @@ when the child moved in between: no write ever lands on a state the hook did not
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -39,8 +41,12 @@ from stateward.runtime.core.services import Runtime
 
 log = logging.getLogger(__name__)
 
-#: Children of one instance a hook can reach (the oldest ones; later ones are HOOK_SCOPE).
+#: Children of one instance a hook can reach (the oldest ones), and the bytes (JSON data)
+#: of the children sent to the worker; a child left out is HOOK_LIMIT when named.
 MAX_CHILDREN = 200
+MAX_WORLD_BYTES = 8 * 1024 * 1024
+#: Ids of left-out children the worker is told about (beyond: HOOK_SCOPE).
+MAX_OMITTED = 10_000
 #: Re-runs of a hook whose reads went stale before its event was recorded.
 STALE_RETRIES = 3
 #: `not_due` detail of an `$automate` whose reads went stale (re-run, not skipped).
@@ -76,11 +82,17 @@ async def world(uow: UnitOfWork, process: ProcessRecord) -> dict[str, Any]:
     """What a hook of `process` may read through `workflow.*` (the worker's "world")."""
     rows = (await uow.processes.children_by_parents([process.id])).get(process.id, [])
     children: list[ProcessRecord] = []
+    omitted: list[str] = []
+    size = 0
     for child in rows:
-        if len(children) >= MAX_CHILDREN:
-            break
-        if await references.may_spawn(uow, process.namespace, child.workflow):
-            children.append(child)
+        if not await references.may_spawn(uow, process.namespace, child.workflow):
+            continue  # as invisible as another tenant's instance
+        size += len(json.dumps(child.data, ensure_ascii=False)) if not omitted else 0
+        if omitted or len(children) >= MAX_CHILDREN or size > MAX_WORLD_BYTES:
+            if len(omitted) < MAX_OMITTED:
+                omitted.append(child.id)
+            continue
+        children.append(child)
     me = _instance(process)
     me["children"] = [c.id for c in children]
     instances = {process.id: me, **{c.id: _instance(c) for c in children}}
@@ -88,6 +100,7 @@ async def world(uow: UnitOfWork, process: ProcessRecord) -> dict[str, Any]:
     return {
         "self": process.id,
         "instances": instances,
+        "omitted": omitted,
         "assignments": {pid: [_assignment(a) for a in open_.get(pid, [])] for pid in instances},
     }
 
