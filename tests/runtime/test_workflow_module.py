@@ -68,6 +68,11 @@ def selfish(ctx):
     workflow.advance(ctx["instance_id"])
     return {}
 
+def climb(ctx):
+    parent = workflow.get_instance(ctx["instance_id"])["parent_id"]
+    workflow.advance(parent)
+    return {}
+
 def census(ctx):
     for task in ctx["data"]["tasks"]:
         workflow.get_stage_data(task)
@@ -333,4 +338,39 @@ async def test_a_child_beyond_what_a_hook_can_see_is_hook_limit(desk, monkeypatc
         seen = await calls.world(uow, parent)
     assert seen["omitted"] == [sorted(children)[1]]
     assert list(seen["instances"]) == [pid, sorted(children)[0]]
+    await _replays(desk)
+
+
+CLIMBER: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": f"{NS}/climber",
+    "initial": "climbing",
+    "start": {"spawn_only": True},
+    "states": {
+        "climbing": {"label": "Climbing", "audience": "system", "hook": "hooks:climb"},
+        "open": {"label": "Open"},
+    },
+    "actions": {},
+}
+ROOT: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": f"{NS}/root",
+    "initial": "draft",
+    "states": {"draft": {"label": "Draft"}, "waiting": {"label": "Waiting"}},
+    "actions": {
+        "begin": {"from": "draft", "to": "waiting", "spawn": [{"workflow": CLIMBER["$path"]}]},
+        "go": {"from": "waiting", "to": "draft"},
+    },
+}
+
+
+async def test_a_childs_hook_cannot_reach_up_to_its_parent(desk, operator):
+    await registry.deploy_workflow(desk.rt, operator, CLIMBER)
+    await registry.deploy_workflow(desk.rt, operator, ROOT)
+    pid = (await start_instance(desk.rt, desk.admin, ROOT["$path"], {})).record.id
+    begun = await perform_action(desk.rt, desk.admin, pid, "begin", {})
+    child = begun.children[0].id
+    assert (await desk.process(child)).status == "error"
+    assert (await _last(desk, child)).input["code"] == "HOOK_SCOPE"
+    assert (await desk.process(pid)).state == "waiting"  # the parent was not advanced
     await _replays(desk)
