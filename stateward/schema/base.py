@@ -8,6 +8,7 @@ as shared instances.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
@@ -16,22 +17,19 @@ from typing import Any
 
 import strawberry
 from graphql import ASTValidationRule, GraphQLError
-from strawberry.extensions import (
-    AddValidationRules,
-    DisableIntrospection,
-    MaxTokensLimiter,
-    ParserCache,
-    SchemaExtension,
-    ValidationCache,
-)
+from graphql.language import DocumentNode
+from graphql.language.parser import parse
+from strawberry.extensions import DisableIntrospection, SchemaExtension
+from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.scalars import JSON
 from strawberry.schema.config import StrawberryConfig
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext, validate_document
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
 from stateward.schema.cost import cost_rule, token_limit_message, too_many_tokens
 from stateward.schema.errors import GRAPHQL_PARSE_FAILED, ErrorPolicy, is_request_error
+from stateward.schema.extension_runner import CachedHooksRunner
 from stateward.schema.literals import NoNulLiteralRule
 from stateward.settings import Settings
 
@@ -62,22 +60,60 @@ def limits_from_settings(settings: Settings) -> Limits:
     )
 
 
-class SafeParserCache(ParserCache):
-    """`ParserCache` that lets Strawberry itself report syntax errors.
+class RequestPolicy(ErrorPolicy):
+    """The document limits, the caches and the error policy as ONE extension (issue 18:
+    extension plumbing was about a third of Strawberry's cost per operation; every
+    extension is built per operation and costs a context manager per hook it implements).
 
-    Strawberry 0.341's `ParserCache` raises syntax errors from inside its `on_parse` hook,
-    which skips every extension's end-of-operation step (so `MaskErrors` and our error
-    codes never see the error). On a failed parse this leaves the document unset;
-    Strawberry then parses again on its normal path and reports the error properly.
+    It is the `ErrorPolicy` (masking and codes at the end of the operation) and does what
+    `ParserCache`, `ValidationCache`, `MaxTokensLimiter` and `AddValidationRules` did:
+    parse through a shared LRU cache (on a syntax error the document is left unset, so
+    Strawberry parses again on its normal path and reports the error through every
+    extension's end-of-operation step: Strawberry 0.341's `ParserCache` raised it from its
+    hook and skipped them), give the parser the token limit, add the cost rules, and
+    validate through a shared LRU cache keyed on the schema, the (cached, so identical)
+    document and the rule classes (built once per schema, `limit_rules`).
     """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        rules: tuple[type[ASTValidationRule], ...],
+        parse: Callable[..., DocumentNode],
+        validate: Callable[..., list[GraphQLError]],
+        debug: bool = False,
+        hide_suggestions: bool = False,
+    ) -> None:
+        super().__init__(debug=debug, hide_suggestions=hide_suggestions)
+        self.max_tokens = max_tokens
+        self.rules = rules
+        self.parse = parse
+        self.validate = validate
+
+    def on_operation(self) -> Iterator[None]:
+        """Give the parser the token limit and the validator the cost rules; at the end,
+        the error policy."""
+        ctx = self.execution_context
+        ctx.parse_options["max_tokens"] = self.max_tokens
+        ctx.validation_rules = ctx.validation_rules + self.rules
+        yield from super().on_operation()
 
     def on_parse(self) -> Iterator[None]:
         """Parse through the shared LRU cache; on a syntax error, defer to Strawberry."""
         ctx = self.execution_context
         try:
-            ctx.graphql_document = self.cached_parse_document(ctx.query, **ctx.parse_options)
+            ctx.graphql_document = self.parse(ctx.query, **ctx.parse_options)
         except GraphQLError:
             ctx.graphql_document = None
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        """Validate through the shared LRU cache."""
+        ctx = self.execution_context
+        ctx.pre_execution_errors = self.validate(
+            ctx.schema._schema, ctx.graphql_document, ctx.validation_rules
+        )
         yield
 
 
@@ -154,6 +190,13 @@ class StatewardSchema(strawberry.Schema):
 
     max_tokens: int | None = None
 
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        """Strawberry's runner, building each hook's context manager once per class
+        (`schema/extension_runner.py`)."""
+        return CachedHooksRunner(execution_context=execution_context, extensions=extensions)
+
     def process_errors(
         self,
         errors: list[GraphQLError],
@@ -211,17 +254,36 @@ def limit_rules(limits: Limits, *, production: bool) -> tuple[type[ASTValidation
 
 
 def extension_factories(settings: Settings, limits: Limits) -> list[Callable[[], SchemaExtension]]:
-    """The ordered extension factories for `settings` (one fresh instance per operation)."""
-    size = limits.cache_size
+    """The ordered extension factories for `settings` (one fresh instance per operation):
+    one `RequestPolicy` over parse and validation caches shared by every operation."""
     rules = limit_rules(limits, production=settings.production)
-    debug, production = settings.debug, settings.production
-    return [
-        lambda: SafeParserCache(maxsize=size),
-        lambda: ValidationCache(maxsize=size),
-        lambda: MaxTokensLimiter(max_token_count=limits.max_tokens),
-        lambda: AddValidationRules(list(rules)),
-        lambda: ErrorPolicy(debug=debug, hide_suggestions=production),
-    ]
+    parse = parse_cache(limits.cache_size)
+    validate = validation_cache(limits.cache_size)
+    debug, production, max_tokens = settings.debug, settings.production, limits.max_tokens
+
+    def policy() -> SchemaExtension:
+        return RequestPolicy(
+            max_tokens=max_tokens,
+            rules=rules,
+            parse=parse,
+            validate=validate,
+            debug=debug,
+            hide_suggestions=production,
+        )
+
+    return [policy]
+
+
+@functools.cache
+def parse_cache(size: int) -> Callable[..., DocumentNode]:
+    """graphql-core's `parse` behind an LRU cache of `size` documents (one per size)."""
+    return functools.lru_cache(maxsize=size)(parse)
+
+
+@functools.cache
+def validation_cache(size: int) -> Callable[..., list[GraphQLError]]:
+    """Strawberry's `validate_document` behind an LRU cache (one per size)."""
+    return functools.lru_cache(maxsize=size)(validate_document)
 
 
 def build_schema(
@@ -237,12 +299,12 @@ def build_schema(
     """Build the served schema: caches, depth/alias/token limits, error policy, no batching.
 
     In production mode introspection is off and field suggestions ("Did you mean ...")
-    are removed, so the schema cannot be read by probing. Extra `extensions` factories run
-    before the error policy.
+    are removed, so the schema cannot be read by probing. Extra `extensions` factories come
+    first: their parse and validate hooks wrap the cached steps, and their end of the
+    operation runs after the error policy (Strawberry ends hooks in reverse order).
     """
     lim = limits or limits_from_settings(settings)
-    factories = extension_factories(settings, lim)
-    factories[-1:-1] = list(extensions)
+    factories = [*extensions, *extension_factories(settings, lim)]
     config = StrawberryConfig(disable_field_suggestions=settings.production)
     schema = StatewardSchema(
         query=query,

@@ -139,6 +139,13 @@ class ErrorPolicy(MaskErrors):
     def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
         return [self._shape(error) for error in super()._process_errors(errors)]
 
+    def _process_result(self, result: object) -> None:
+        """`MaskErrors._process_result` without its `isinstance` check against a runtime
+        Protocol (a scan of the protocol's attributes on every operation, issue 18)."""
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = self._process_errors(errors)  # type: ignore[attr-defined]
+
     def _shape(self, error: GraphQLError) -> GraphQLError:
         message = without_suggestions(error.message) if self.hide_suggestions else error.message
         error.message = clip(message)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import httpx
 from api_app import Mutation, Query, make_app
-from strawberry.extensions.validation_cache import _get_validate_cache
 
 from stateward.domain.errors import DomainError, Problem
-from stateward.schema.base import Limits, build_schema
+from stateward.schema.base import Limits, build_schema, parse_cache, validation_cache
 from stateward.schema.errors import ApiError, to_graphql_error
 from stateward.settings import Settings
 
@@ -101,9 +100,19 @@ async def test_field_suggestions_are_hidden_in_production():
 async def test_repeated_documents_hit_the_validation_cache():
     limits = Limits(cache_size=77)
     schema = build_schema(Query, Mutation, settings=Settings(), limits=limits)
-    cache = _get_validate_cache(77)
-    before = cache.cache_info().hits
+    cache, parsed = validation_cache(77), parse_cache(77)
+    before, parsed_before = cache.cache_info().hits, parsed.cache_info().hits
     for _ in range(5):
         result = await schema.execute("{ hello nested { leaf } }")
         assert result.errors is None
     assert cache.cache_info().hits - before >= 4
+    assert parsed.cache_info().hits - parsed_before >= 4
+
+
+async def test_a_syntax_error_still_gets_its_code_through_the_parse_cache():
+    """A failed cached parse defers to Strawberry's own parse, so the error policy runs."""
+    schema = build_schema(Query, Mutation, settings=Settings(), limits=Limits(cache_size=78))
+    for _ in range(2):
+        result = await schema.execute("{ hello ")
+        assert result.errors is not None
+        assert result.errors[0].extensions == {"code": "GRAPHQL_PARSE_FAILED"}
