@@ -3,7 +3,8 @@
 Strawberry 0.341 rebuilds, for every operation and every hook stage (operation, parse,
 validate, execute), a context manager per extension: `inspect.isgeneratorfunction`, a
 bound method and `contextlib.contextmanager` with its `functools.wraps` copy — a fifth
-of the CPU of a small query here (issue 18, "extension plumbing"). The same context
+of the CPU of a small query here (issue 18, "extension plumbing") — and again for every
+subscription event of every subscriber (`on_stream_result`). The same context
 managers are built here once per (extension class, hook) and only bound to the operation's
 extension instance with `functools.partial`; behaviour (order, exceptions, async hooks) is
 Strawberry's own, since its context-manager classes still run them. Hooks of other shapes
@@ -24,10 +25,12 @@ from strawberry.extensions.context import (
     ExtensionContextManagerBase,
     OperationContextManager,
     ParsingContextManager,
+    StreamResultContextManager,
     ValidationContextManager,
     WrappedHook,
 )
 from strawberry.extensions.runner import SchemaExtensionsRunner
+from strawberry.types import StreamExecutionResult
 
 _FALLBACK = object()
 #: (extension class, hook name) -> (context-manager factory, is_async), None (no hook), or
@@ -84,9 +87,13 @@ class _Executing(_CachedHooks, ExecutingContextManager):
     pass
 
 
+class _StreamResult(_CachedHooks, StreamResultContextManager):
+    """Per subscription event and subscriber: the hook is called with the result."""
+
+
 class CachedHooksRunner(SchemaExtensionsRunner):
-    """Strawberry's runner with the per-class hook cache for the four operation stages
-    (stream results keep Strawberry's own manager: they pass the result to the hook)."""
+    """Strawberry's runner with the per-class hook cache for every stage, including the
+    per-event `on_stream_result` of subscriptions (once per event per subscriber)."""
 
     def operation(self) -> OperationContextManager:
         """Hooks around the whole operation."""
@@ -103,3 +110,7 @@ class CachedHooksRunner(SchemaExtensionsRunner):
     def executing(self) -> ExecutingContextManager:
         """Hooks around execution."""
         return _Executing(self.extensions)
+
+    def on_stream_result(self, result: StreamExecutionResult) -> StreamResultContextManager:
+        """Hooks around one streamed result (a subscription event)."""
+        return _StreamResult(self.extensions, result)
