@@ -192,6 +192,26 @@ class AssignmentRecord:
 
 
 @dataclass(frozen=True)
+class DelegatedTaskRecord:
+    """A delegated stage of an instance, open while the instance stays in it (issue 13)."""
+
+    id: str
+    process_id: str
+    namespace: str
+    workflow: str
+    state: str
+    surface: str
+    entered_seq: int
+    status: str
+    created_at: datetime
+    token_hash: str | None = None
+    token_expires_at: datetime | None = None
+    locked_by: str | None = None
+    locked_until: datetime | None = None
+    closed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class ScheduleRecord:
     """A timer on a process."""
 

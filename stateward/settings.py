@@ -28,6 +28,9 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
     token_ttl: float = 30 * 24 * 3600.0
+    #: Lifetime of the callback token posted to a delegated stage's surface webhook (it
+    #: also ends when the stage is left, and when a worker locks the task).
+    delegation_token_ttl: float = 7 * 24 * 3600.0
     host: str = "127.0.0.1"
     port: int = 8000
     debug: bool = False
@@ -80,6 +83,10 @@ class Settings:
             trusted_proxies=_trusted_proxies(e.get("STATEWARD_TRUSTED_PROXIES", "")),
             max_body_bytes=int(e.get("STATEWARD_MAX_BODY_BYTES", str(1024 * 1024))),
             token_ttl=_positive("STATEWARD_TOKEN_TTL", e.get("STATEWARD_TOKEN_TTL", "2592000")),
+            delegation_token_ttl=_positive(
+                "STATEWARD_DELEGATION_TOKEN_TTL",
+                e.get("STATEWARD_DELEGATION_TOKEN_TTL", "604800"),
+            ),
             debug=e.get("STATEWARD_DEBUG", "") in ("1", "true", "yes"),
             host=e.get("STATEWARD_HOST") or cls.host,
             port=int(e.get("STATEWARD_PORT") or cls.port),

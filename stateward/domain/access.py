@@ -5,7 +5,10 @@ action is not yours, try the next one" (skipped):
 - `check_state_access`: rules of the current state (audience, claimed assignment);
 - `holds_role`: the action's role list against the actor.
 The `system` actor is the engine itself: it passes every rule (timers fire role-restricted
-actions, hooks drive `system` states).
+actions, hooks drive `system` states). A delegate (`delegate:<task id>`, the worker of a
+delegated stage holding its callback token) acts only in a `delegated` state and then
+takes any of its actions: the stage is handed to it; that the task is open, of this
+instance and of this very stay in the state is checked by the write path.
 
 `may_read` is the read rule every write also needs (issue 10: "writes need reads"): an
 actor reads an object of namespace N when it holds any role there (its `roles` are the
@@ -52,7 +55,8 @@ def may_read(
     just started, before its token is recorded); any other actor when it holds a role in
     the namespace or above. Acting on an instance needs this too (writes need reads).
     """
-    if actor.id == SYSTEM_ACTOR:
+    if actor.id == SYSTEM_ACTOR or actor.is_delegate:
+        # a delegate's task (checked in the write path) names the one instance it reads
         return True
     if actor.is_visitor:
         if entry_token_hash is not None and actor.id == visitor_of(entry_token_hash):
@@ -68,6 +72,12 @@ def check_state_access(state: StateDef, actor: Actor, claimed_by: str | None) ->
     state's assignment is claimed, only its assignee or an `admin` acts.
     """
     if actor.id == SYSTEM_ACTOR:
+        return
+    if actor.is_delegate:
+        if state.mode != "delegated":
+            raise DomainError(
+                FORBIDDEN, f"state {state.key!r} is not delegated: its delegate may not act"
+            )
         return
     audience = state.audience
     if audience == "system":
@@ -92,10 +102,11 @@ def check_state_access(state: StateDef, actor: Actor, claimed_by: str | None) ->
 def holds_role(action: ActionDef, actor: Actor) -> bool:
     """True when `actor` matches the action's role list (case-insensitive, `*`/empty = any).
 
-    A visitor only matches an action open to anyone or listing `public`.
+    A visitor only matches an action open to anyone or listing `public`; a delegate
+    (already confined to its delegated state) matches every action of the state.
     """
     roles = action.roles
-    if actor.id == SYSTEM_ACTOR:
+    if actor.id == SYSTEM_ACTOR or actor.is_delegate:
         return True
     if actor.is_visitor:
         return not roles or ANY_ROLE in roles or PUBLIC_ROLE in roles

@@ -221,11 +221,15 @@ def entry_effects(
 ) -> tuple[str | None, SlaEffect | None, str | None]:
     """(assignment team, SLA deadlines, hook to run) of entering `state`.
 
-    Appends `workflow.assigned` to `domain_events` when an assignment opens.
+    Appends `workflow.assigned` to `domain_events` when an assignment opens, and
+    `workflow.delegated` when the state is handed to a surface (`mode: delegated`).
     """
     team = state.assign if not state.terminal else None
     if team is not None:
         domain_events.append(DomainEvent(type=ev.WORKFLOW_ASSIGNED, to_state=state.key, team=team))
+    if state.mode == "delegated" and state.surface is not None and not state.terminal:
+        details = {ev.D_SURFACE: state.surface}
+        domain_events.append(DomainEvent(ev.WORKFLOW_DELEGATED, None, state.key, None, details))
     hook = state.hook if state.audience == "system" and not state.terminal else None
     return team, sla_effect(state, ts), hook
 

@@ -118,6 +118,10 @@ CONFLICT = "CONFLICT"
 BAD_SIGNATURE = "BAD_SIGNATURE"
 REPLAYED = "REPLAYED"
 RATE_LIMITED = "RATE_LIMITED"
+#: A delegated task's callback token no longer opens it: the instance left the stage.
+DELEGATION_CLOSED = "DELEGATION_CLOSED"
+#: A delegated task's callback token expired (its TTL, or the lock it came with lapsed).
+DELEGATION_EXPIRED = "DELEGATION_EXPIRED"
 #: The database stayed unreachable through every retry: nothing was applied twice; retry
 #: (with the same idempotencyKey) later.
 UNAVAILABLE = "UNAVAILABLE"

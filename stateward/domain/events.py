@@ -15,6 +15,9 @@ WORKFLOW_UPDATED: Final = "workflow.updated"  # a self-effect: data changed, sta
 WORKFLOW_COMPLETED: Final = "workflow.completed"
 WORKFLOW_CANCELLED: Final = "workflow.cancelled"
 WORKFLOW_ASSIGNED: Final = "workflow.assigned"
+#: The instance entered a `delegated` state: the stage is handed to its `surface` (details:
+#: `surface`, `task`); the context itself goes to the surface's webhook, not on the bus.
+WORKFLOW_DELEGATED: Final = "workflow.delegated"
 WORKFLOW_CLAIMED: Final = "workflow.claimed"
 WORKFLOW_UNCLAIMED: Final = "workflow.unclaimed"
 ASSIGNMENT_COMPLETED: Final = "workflow.assignment.completed"
@@ -39,6 +42,7 @@ ALL_TYPES: Final = (
     WORKFLOW_COMPLETED,
     WORKFLOW_CANCELLED,
     WORKFLOW_ASSIGNED,
+    WORKFLOW_DELEGATED,
     WORKFLOW_CLAIMED,
     WORKFLOW_UNCLAIMED,
     ASSIGNMENT_COMPLETED,
@@ -102,6 +106,8 @@ D_ASSIGNMENT: Final = "assignment"  # claim/unclaim/assignment events: the assig
 D_PATH: Final = "path"  # workflow.deployed: the deployed `$path`
 D_ROLES: Final = "roles"  # registry.role.*: the roles granted or revoked
 D_MEMBER: Final = "member"  # registry.role.*: the actor whose roles changed
+D_SURFACE: Final = "surface"  # workflow.delegated: the state's `surface`
+D_TASK: Final = "task"  # workflow.delegated: the delegated task's id
 
 
 def is_known(event_type: str) -> bool:

@@ -28,6 +28,10 @@ ROUND_ROBIN = "round_robin"
 AUTO_ASSIGN = (ROUND_ROBIN,)
 SYSTEM_ACTOR = "system"
 VISITOR_PREFIX = "visitor:"
+#: `delegate:<task id>:<16 hex of the token's sha256>`: the worker of a delegated stage,
+#: acting with the task's callback token (server-attested only; the write path checks the
+#: task is open for that stage and the token is its current one).
+DELEGATE_PREFIX = "delegate:"
 
 # Process statuses
 ACTIVE = "active"
@@ -304,6 +308,11 @@ class Actor:
     def is_visitor(self) -> bool:
         """True for an anonymous visitor holding an entry token."""
         return self.visitor or self.id.startswith(VISITOR_PREFIX)
+
+    @property
+    def is_delegate(self) -> bool:
+        """True for the worker of a delegated stage (`delegate:<task id>`)."""
+        return self.id.startswith(DELEGATE_PREFIX)
 
     def as_value(self) -> dict[str, Any]:
         """The actor as expressions see it: `{id, roles}`."""

@@ -40,6 +40,8 @@ GOVERNANCE_ACTIONS = (
     *WORKFLOW_ACTIONS, *MODULE_ACTIONS, *ROLE_ACTIONS, "set_webhook", *REFERENCE_ACTIONS,
 )  # fmt: skip
 ROLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+#: A delegated state's `surface` (a package id) as a webhook may name it.
+SURFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 TARGET_MISMATCH = "TARGET_MISMATCH"
 
 
@@ -125,6 +127,11 @@ def validate_governance_input(
         ):
             bad("/workflow", f"`workflow` is not a workflow path of {namespace!r}",
                 TARGET_MISMATCH)  # fmt: skip
+        surface = text("surface", optional=True)
+        if surface is not None and workflow is not None:
+            bad("/surface", "give `workflow` or `surface`, not both")
+        elif surface is not None and not SURFACE.fullmatch(surface):
+            bad("/surface", "`surface` must be a package id `[A-Za-z0-9][A-Za-z0-9._/-]*`")
     elif action in REFERENCE_ACTIONS:
         consumer = text("namespace")
         if consumer is not None and not is_namespace(consumer):
@@ -203,6 +210,17 @@ def reduce(
         data["members"] = members
     elif action in REFERENCE_ACTIONS:
         _reduce_references(action, data, input)
+    elif action == "set_webhook" and input.get("surface"):
+        # A surface's webhook (issue 13): delegated stages of that surface are posted there.
+        hooks = dict(data.get("surface_webhooks") or {})
+        if input.get("url") is None:
+            hooks.pop(input["surface"], None)
+        else:
+            hooks[input["surface"]] = {"url": input["url"], "signed": bool(input.get("secret"))}
+        if hooks:
+            data["surface_webhooks"] = hooks
+        else:
+            data.pop("surface_webhooks", None)
     elif action == "set_webhook" and input.get("workflow"):
         # A workflow's own webhook (issue 13): before the namespace's for its SLA breaches.
         hooks = dict(data.get("workflow_webhooks") or {})

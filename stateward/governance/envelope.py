@@ -39,6 +39,12 @@ VISITOR_PREFIX = "visitor:"
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 _VISITOR = re.compile(r"^visitor:[0-9a-f]{16}$")
+#: The worker of a delegated stage (issue 13), server-attested only:
+#: `delegate:<task uuid>:<first 16 hex of sha256(callback token)>`.
+DELEGATE_PREFIX = "delegate:"
+_DELEGATE = re.compile(
+    r"^delegate:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{16}$"
+)
 _TS = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z$")
 _ENVELOPE_KEYS = frozenset({"v", "net", "process", "action", "actor", "ts", "nonce"})
 _ACTION_KEYS = frozenset({"name", "workflow", "input"})
@@ -82,11 +88,14 @@ def new_nonce() -> str:
 
 
 def is_valid_actor(actor: object) -> bool:
-    """True for `system`, `visitor:<16 lower-case hex>` or an Ed25519 public key."""
+    """True for `system`, `visitor:<16 lower-case hex>`, `delegate:<task uuid>:<16 hex>`
+    or an Ed25519 public key."""
     if actor == SYSTEM_ACTOR:
         return True
     if isinstance(actor, str) and actor.startswith(VISITOR_PREFIX):
         return _VISITOR.match(actor) is not None
+    if isinstance(actor, str) and actor.startswith(DELEGATE_PREFIX):
+        return _DELEGATE.match(actor) is not None
     return is_public_key(actor)
 
 
@@ -216,7 +225,11 @@ class Envelope:
             raise _bad("/action/input", "must be an object")
         actor = _require_str(env, "actor", "/actor", max_len=200)
         if not is_valid_actor(actor):
-            raise _bad("/actor", "must be an Ed25519 key (b64url), 'system' or visitor:<16 hex>")
+            raise _bad(
+                "/actor",
+                "must be an Ed25519 key (b64url), 'system', visitor:<16 hex> "
+                "or delegate:<uuid>:<16 hex>",
+            )
         ts = _require_str(env, "ts", "/ts", max_len=40)
         try:
             parse_ts(ts)

@@ -65,6 +65,38 @@ class StateVisit(Base):
     )
 
 
+class DelegatedTask(Base):
+    """A stay of an instance in a `delegated` state, handed to its surface (issue 13).
+
+    Opened with the event that enters the state, closed with the one that leaves it (or
+    ends the instance). `token_hash` is the sha256 of the one callback token that may
+    complete it now (the webhook's, or the lock holder's), valid until `token_expires_at`;
+    `locked_by` / `locked_until` are a worker's lease (`lockDelegatedTask`)."""
+
+    __tablename__ = "delegated_tasks"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    process_id: Mapped[str] = mapped_column(ForeignKey("processes.id"))
+    namespace: Mapped[str] = mapped_column(String(255))
+    workflow: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(255))
+    surface: Mapped[str] = mapped_column(String(255))
+    entered_seq: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # open|completed|closed
+    token_hash: Mapped[str | None] = mapped_column(String(64))
+    token_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    locked_by: Mapped[str | None] = mapped_column(String(255))
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_delegated_tasks_status_surface_created_at", "status", "surface", "created_at"),
+        Index("ix_delegated_tasks_process_id_status", "process_id", "status"),
+        Index("ix_delegated_tasks_token_hash", "token_hash", unique=True),
+    )
+
+
 class Schedule(Base):
     """A timer: fire `action` on the process as `system` when `due_at` has passed."""
 

@@ -35,6 +35,7 @@ from stateward.persistence.analytics import VisitRepository
 from stateward.persistence.assignments import AssignmentRepository
 from stateward.persistence.batches import BatchRepository
 from stateward.persistence.db import BEGIN_OPTION, session_factory
+from stateward.persistence.delegated import DelegatedTaskRepository
 from stateward.persistence.errors import classify_integrity_error, is_transient
 from stateward.persistence.events import EventRepository
 from stateward.persistence.log import LogRepository
@@ -91,6 +92,7 @@ class UnitOfWork:
     batches: BatchRepository
     notifications: NotificationRepository
     webhooks: WebhookRepository
+    delegated: DelegatedTaskRepository
     outbox: OutboxRepository
     meta: MetaRepository
     log: LogRepository
@@ -148,6 +150,7 @@ class UnitOfWork:
         self.batches = BatchRepository(session)
         self.notifications = NotificationRepository(session)
         self.webhooks = WebhookRepository(session)
+        self.delegated = DelegatedTaskRepository(session)
         self.outbox = OutboxRepository(session, self.sequencer)
         self.meta = MetaRepository(session)
         self.log = LogRepository(session)

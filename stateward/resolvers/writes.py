@@ -228,11 +228,19 @@ async def revoke_role(info: Info, namespace: str, actor: str, roles: list[str]) 
 
 
 async def set_webhook(
-    info: Info, namespace: str, url: str | None, secret: str | None, workflow: str | None = None
+    info: Info,
+    namespace: str,
+    url: str | None,
+    secret: str | None,
+    workflow: str | None = None,
+    surface: str | None = None,
 ) -> RegistryFacts:
-    """`setWebhook(namespace, url, secret, workflow)`: a `set_webhook` registry event (admin
-    only); a null `url` removes the webhook; `workflow` sets that workflow's own."""
-    await registry.set_webhook(runtime(info), viewer(info).actor, namespace, url, secret, workflow)
+    """`setWebhook(namespace, url, secret, workflow, surface)`: a `set_webhook` registry
+    event (admin only); a null `url` removes the webhook; `workflow` sets that workflow's
+    own, `surface` that delegated surface's."""
+    await registry.set_webhook(
+        runtime(info), viewer(info).actor, namespace, url, secret, workflow, surface
+    )
     return await _registry(info, namespace)
 
 

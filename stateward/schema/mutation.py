@@ -10,10 +10,20 @@ from typing import Annotated
 import strawberry
 from strawberry.types import Info
 
-from stateward.resolvers import batches, idempotency, kernel, messages, operations, packages, writes
+from stateward.resolvers import (
+    batches,
+    delegated,
+    idempotency,
+    kernel,
+    messages,
+    operations,
+    packages,
+    writes,
+)
 from stateward.schema.inputs import InstanceFilter, SignedEventInput, search_of
 from stateward.schema.scalars import JSON
 from stateward.schema.types.batches import BatchOperation
+from stateward.schema.types.delegated import DelegatedCompletion, LockedDelegatedTask
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.messages import MessagePublication
 from stateward.schema.types.operations import MigrationResult
@@ -134,7 +144,9 @@ class Mutation:
     @strawberry.mutation(
         description="Set (or with a null url remove) the namespace webhook; with `workflow` "
         "(a path of the namespace), that workflow's own, used before the namespace's for its "
-        "SLA breaches. The secret is never readable."
+        "SLA breaches; with `surface`, the webhook that the delegated stages of that surface "
+        "(in the namespace and below) are posted to, each with its callback token. The secret "
+        "is never readable."
     )
     async def set_webhook(
         self,
@@ -143,8 +155,14 @@ class Mutation:
         url: str | None = None,
         secret: str | None = None,
         workflow: str | None = None,
+        surface: Annotated[
+            str | None,
+            strawberry.argument(
+                description="A delegated `surface` id: set that surface's webhook instead."
+            ),
+        ] = None,
     ) -> Registry:
-        facts = await writes.set_webhook(info, namespace, url, secret, workflow)
+        facts = await writes.set_webhook(info, namespace, url, secret, workflow, surface)
         return Registry.from_facts(facts)
 
     @strawberry.mutation(
@@ -259,6 +277,40 @@ class Mutation:
         token, view = await kernel.start_public(info, workflow, data)
         return PublicEntry(token=token, view=PublicView.from_domain(view))
 
+    @strawberry.mutation(
+        description="Lock a delegated task for `seconds` (1..86400) and get a callback token "
+        "valid until then: the same optimistic claim as assignments (`ALREADY_CLAIMED` while "
+        "another worker's lock runs; a crashed worker's lock lapses). Needs `worker`, "
+        "`operator` or `admin` in the task's namespace."
+    )
+    async def lock_delegated_task(
+        self, info: Info,
+        id: Annotated[strawberry.ID, strawberry.argument(
+            description="The task's id (`DelegatedTask.id`).")],
+        seconds: Annotated[int, strawberry.argument(
+            description="How long the lock (and its token) lasts.")] = 300,
+    ) -> LockedDelegatedTask:  # fmt: skip
+        locked = await delegated.lock_delegated_task(info, str(id), seconds)
+        return LockedDelegatedTask.from_domain(locked)
+
+    @strawberry.mutation(
+        description="Complete a delegated stage with its callback token (from the surface "
+        "webhook or `lockDelegatedTask`): perform `action` (one of the stage's actions) or, "
+        "without it, advance. No bearer token is needed; the callback token acts on that "
+        "stage of that instance only (`DELEGATION_CLOSED` once it was left, "
+        "`DELEGATION_EXPIRED` after its time or once another worker locked the task)."
+    )
+    async def complete_delegated_task(
+        self, info: Info,
+        token: Annotated[str, strawberry.argument(description="The callback token.")],
+        action: Annotated[str | None, strawberry.argument(
+            description="The action to perform (default: advance).")] = None,
+        input: Annotated[JSON | None, strawberry.argument(
+            description="The action's input (form fields, etc.).")] = None,
+    ) -> DelegatedCompletion:  # fmt: skip
+        result = await delegated.complete_delegated_task(info, token, action, input)
+        return DelegatedCompletion.from_domain(result)
+
     @strawberry.mutation(description="A visitor acts (or advances) on its current step.")
     async def advance_public(
         self, info: Info, token: str, action: str | None = None, input: JSON | None = None
@@ -331,7 +383,7 @@ class Mutation:
         return MigrationResult.from_domain(result)
 
 
-#: Mutations that write no event (sessions, tokens), take a client-signed envelope or
+#: Mutations that write no event (sessions, tokens, task locks), take a client-signed envelope or
 #: have their own idempotency key (`publishMessage`'s messageId).
 _NOT_KEYED = frozenset(
     {
@@ -343,6 +395,7 @@ _NOT_KEYED = frozenset(
         "bulk_cancel",
         "bulk_action",
         "cancel_batch_operation",
+        "lock_delegated_task",
     }
 )
 idempotency.add_to(Mutation, skip=_NOT_KEYED)

@@ -13,6 +13,7 @@ from strawberry.types import Info
 
 from stateward.resolvers import (
     batches,
+    delegated,
     kernel,
     log,
     nodes,
@@ -37,6 +38,7 @@ from stateward.schema.scalars import JSON
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.counts import AssignmentCount, InstanceCount
+from stateward.schema.types.delegated import DelegatedTask
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
 from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionProof
 from stateward.schema.types.node import Node
@@ -182,6 +184,25 @@ class Query:
     ) -> Connection[Assignment]:  # fmt: skip
         page = await kernel.team_queue(info, team, status, first, after)
         return Connection.of(page, Assignment.from_record)
+
+    @strawberry.field(
+        description="Open delegated stages the viewer may work on (it holds `worker`, "
+        "`operator` or `admin` in their namespace or above), oldest first."
+    )
+    async def delegated_tasks(
+        self, info: Info,
+        surface: Annotated[str | None, strawberry.argument(
+            description="Only tasks of this surface.")] = None,
+        namespace: Annotated[str | None, strawberry.argument(
+            description="Only tasks of this namespace and the namespaces below it.")] = None,
+        available_only: Annotated[bool, strawberry.argument(
+            description="Leave out tasks whose lock has not lapsed yet.")] = False,
+        first: int | None = None, after: str | None = None,
+    ) -> Connection[DelegatedTask]:  # fmt: skip
+        page = await delegated.delegated_tasks(
+            info, surface, namespace, available_only, first, after
+        )
+        return Connection.of(page, DelegatedTask.from_domain)
 
     @strawberry.field(description="Assignments the viewer claimed.")
     async def my_assignments(

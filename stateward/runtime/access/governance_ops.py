@@ -40,6 +40,7 @@ from stateward.domain.versionhash import apply_order, deployed_hash
 from stateward.governance.keys import is_public_key
 from stateward.records import StoredEvent
 from stateward.runtime.core import references
+from stateward.runtime.core.delegation import surface_scope
 from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.hooks.module import check_module
 
@@ -188,6 +189,8 @@ async def _materialize(ctx: ActContext, event: StoredEvent) -> None:
             await uow.grants.revoke(namespace, input["actor"], role)
     elif name == "set_webhook":
         scope = webhook_scope(input["workflow"]) if input.get("workflow") else namespace
+        if input.get("surface"):
+            scope = surface_scope(namespace, input["surface"])
         await uow.webhooks.set(scope, input.get("url"), input.get("secret"), now, event.id)
     elif name == "rotate_key":
         await uow.grants.move(ctx.actor.id, input["new_key"], now)

@@ -159,15 +159,19 @@ async def set_webhook(
     url: str | None,
     secret: str | None = None,
     workflow: str | None = None,
+    surface: str | None = None,
 ) -> ActResult:
     """`set_webhook`: the URL SLA breaches of `namespace` are posted to (None removes it);
     with `workflow` (a path of `namespace`), that workflow's own webhook, used before the
-    namespace's for its breaches."""
+    namespace's for its breaches; with `surface`, the webhook delegated stages of that
+    surface (in `namespace` and below) are posted to, with their callback tokens."""
     input: dict[str, Any] = {"url": url}
     if secret is not None:
         input["secret"] = secret
     if workflow is not None:
         input["workflow"] = workflow
+    if surface is not None:
+        input["surface"] = surface
     return await governance(runtime, actor, namespace, "set_webhook", input)
 
 

@@ -121,6 +121,9 @@ class Runtime:
     #: `log restore` only: the exported `$start` envelopes of spawned children by child
     #: id, used instead of signing new ones so the rebuilt log is the same log.
     restoring: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: `log restore` only: history is being replayed, not made — a delegate's event is not
+    #: refused for a token long expired, and no surface webhook is posted again.
+    replaying: bool = False
     #: Process id -> the ancestors an event of it may write through `$child` (immutable
     #: facts: parent links and pinned versions never change), `joins.awaiting_ancestors`.
     ancestry: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)

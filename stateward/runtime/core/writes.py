@@ -3,8 +3,8 @@
 Everything here runs inside the caller's unit of work (one event = one transaction):
 the process row (inserted or conditionally updated on its seq), the hash-chained event
 row, the kernel operation's extra writes, every effect of the outcome (spawned children
-with their own server-attested `$start` events, timers, assignments, SLA columns) and,
-last, the outbox rows (§9 payloads, never the instance data).
+with their own server-attested `$start` events, timers, assignments, delegated tasks,
+SLA columns) and, last, the outbox rows (§9 payloads, never the instance data).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
-from stateward.runtime.core import joins, references, rotation
+from stateward.runtime.core import delegation, joins, references, rotation
 from stateward.runtime.core.kernel import START, ActContext, evaluate
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     """Write the event of `ctx` with its `outcome` and every consequence (no commit)."""
     uow, envelope = ctx.uow, ctx.envelope
     event_ts = envelope.timestamp
+    await delegation.guard(ctx)
     prev = ctx.process.head_hash if ctx.process and ctx.process.head_hash else GENESIS_PREV
     canonical = envelope.canonical()
     digest = event_hash(prev, canonical, ctx.signed.signature)
@@ -193,6 +194,8 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
         await write(stored)
     written = Written(event=stored, process=record, outcome=outcome)
     assignment_ids = await _effects(ctx, outcome, record, written)
+    if ctx.kind == INSTANCE:
+        await delegation.track(ctx, outcome, record)
     written.staged.extend(_outbox(ctx, outcome, record, assignment_ids, stored))
     for child_ctx, child, child_outcome in written.ended:
         # After the parent's own event (its seq, then its outbox rows): one `$child` each.

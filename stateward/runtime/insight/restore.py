@@ -76,6 +76,7 @@ async def restore(settings: Settings, log: LogFile) -> RestoreReport:
     clock = ManualClock(datetime.now().astimezone())
     runtime = await Runtime.open(settings, clock=clock, register_node=False)
     runtime.group_commit = False
+    runtime.replaying = True
     try:
         children = {}
         for event in log.events:

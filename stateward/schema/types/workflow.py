@@ -75,6 +75,15 @@ class State(Node):
     surface: str | None
     visible: list[str]
     initial: bool
+    type: str = strawberry.field(
+        description="The stage type: `simple` (branch rules, then ordinal + 1), `dynamic` "
+        "(branch rules, then the hook routes) or `automated` (the hook runs on entry, then "
+        "branch rules / ordinal + 1). Defaults as the DSL says (docs/reference/stages.md)."
+    )
+    auto_transition: bool = strawberry.field(
+        description="`auto_transition: true`: on entry the instance leaves at once by branch "
+        "rules / ordinal + 1, with no hook and no human."
+    )
 
     @classmethod
     def from_domain(cls, definition: Definition, version: int, state: StateDef) -> State:
@@ -87,7 +96,8 @@ class State(Node):
             description=state.description, audience=state.audience,
             sla_seconds=state.sla_seconds, assign=state.assign, hook=state.hook,
             mode=state.mode, surface=state.surface, visible=list(state.visible),
-            initial=definition.initial == state.key,
+            initial=definition.initial == state.key, type=state.stage_type,
+            auto_transition=state.auto_transition,
         )  # fmt: skip
 
     @strawberry.field(description="The form template as authored (JSON), or null.")

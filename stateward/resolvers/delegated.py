@@ -1,0 +1,56 @@
+"""Delegated-task resolvers (issue 13): list, lock and complete, each one runtime call."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from strawberry.types import Info
+
+from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.resolvers.context import runtime, viewer
+from stateward.resolvers.ids import local_id
+from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.runtime.core.act import ActResult
+from stateward.runtime.delegated import tasks
+from stateward.runtime.delegated.tasks import DelegatedTask, LockedTask
+
+
+def _after(after: str | None) -> tuple[datetime, str] | None:
+    if after is None:
+        return None
+    values = decode_cursor(after)
+    try:
+        created, ident = values
+        return datetime.fromisoformat(created), str(ident)
+    except (TypeError, ValueError):
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from None
+
+
+async def delegated_tasks(
+    info: Info, surface: str | None, namespace: str | None, available_only: bool,
+    first: int | None, after: str | None,
+) -> Page[DelegatedTask]:  # fmt: skip
+    """`Query.delegatedTasks`: open tasks the viewer may work on, oldest first."""
+    limit = page_size(first)
+    rows = await tasks.delegated_tasks(
+        runtime(info), viewer(info), surface=surface, namespace=namespace,
+        available_only=available_only, after=_after(after), limit=limit + 1,
+    )  # fmt: skip
+    return page_of(
+        rows, limit, key=lambda t: (t.task.created_at.isoformat(), t.task.id),
+        has_previous=after is not None,
+    )  # fmt: skip
+
+
+async def lock_delegated_task(info: Info, ident: str, seconds: int) -> LockedTask:
+    """`lockDelegatedTask(id, seconds)`."""
+    task = local_id(ident, "DelegatedTask")
+    return await tasks.lock_task(runtime(info), viewer(info), task, seconds)
+
+
+async def complete_delegated_task(
+    info: Info, token: str, action: str | None, input: Any
+) -> ActResult:
+    """`completeDelegatedTask(token, action, input)`: needs the callback token only."""
+    return await tasks.complete_task(runtime(info), token, action, input or {})
