@@ -253,7 +253,7 @@ async def test_two_worker_processes_complete_each_task_exactly_once(
                 name,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
+            )
         )
 
     async def all_done() -> None:
@@ -266,8 +266,9 @@ async def test_two_worker_processes_complete_each_task_exactly_once(
     await asyncio.wait_for(all_done(), 60)
     lines: list[dict[str, Any]] = []
     for proc in procs:
-        proc.kill() if proc.returncode is None else None
-        out, err = await proc.communicate()
+        if proc.returncode is None:
+            proc.kill()
+        out, _ = await proc.communicate()
         lines += [json.loads(x) for x in out.decode().splitlines() if x.strip()]
     completed = [line for line in lines if "task" in line]
     assert sorted(line["instanceId"] for line in completed) == sorted(pids)  # once each
