@@ -274,11 +274,13 @@ class KernelRepository(Repository):
     ) -> list[DeliveryRecord]:  # fmt: skip
         """Webhook deliveries (of one namespace / status when given), newest first; with
         `before_id`, only those older than that delivery (keyset paging). A namespace's
-        include those of its workflows' own webhooks (scope `workflow:<ns>/...`)."""
+        include those of its workflows' own webhooks (scope `workflow:<ns>/...`) and of its
+        surfaces' (scope `surface:<ns>:...`)."""
         stmt = select(D).order_by(D.c.id.desc()).limit(limit)
         if namespace is not None:
             own = D.c.namespace.startswith(f"workflow:{namespace}/", autoescape=True)
-            stmt = stmt.where(or_(D.c.namespace == namespace, own))
+            surface = D.c.namespace.startswith(f"surface:{namespace}:", autoescape=True)
+            stmt = stmt.where(or_(D.c.namespace == namespace, own, surface))
         if status is not None:
             stmt = stmt.where(D.c.status == status)
         if before_id is not None:

@@ -62,6 +62,7 @@ LOCK = """mutation($id:ID!,$s:Int){lockDelegatedTask(id:$id,seconds:$s){token lo
   task{id state}}}"""
 COMPLETE = """mutation($t:String!,$a:String,$in:JSON){completeDelegatedTask(token:$t,action:$a,
   input:$in){instanceId action state status}}"""
+DELIVERIES = """query($n:String!){webhookDeliveries(namespace:$n){edges{node{payload}}}}"""
 INSTANCE = """query($i:String!){instance(id:$i){state{key} status data}}"""
 STATE = """query($p:String!){workflow(path:$p){states{key type autoTransition mode surface}}}"""
 
@@ -134,6 +135,11 @@ async def test_entering_a_delegated_state_posts_the_context_and_a_scoped_token(
     assert (await api.ok(INSTANCE, {"i": one}))["instance"]["state"]["key"] == "check"
     assert code(await api.gql(COMPLETE, {"t": other}, token=None)) == "DELEGATION_CLOSED"
     assert code(await api.gql(COMPLETE, {"t": "x" * 43}, token=None)) == "NOT_FOUND"
+    # the namespace's admins see the deliveries, never the token
+    listed = await api.ok(DELIVERIES, {"n": "acme"})
+    payloads = [e["node"]["payload"] for e in listed["webhookDeliveries"]["edges"]]
+    assert len(payloads) == 3 and token not in json.dumps(payloads)  # ocr x2, check
+    assert {p["callback"]["token"] for p in payloads} == {"[redacted]"}
 
 
 async def test_a_callback_token_expires(api: Api, catcher: Catcher) -> None:

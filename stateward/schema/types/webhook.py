@@ -18,10 +18,16 @@ from stateward.schema.scalars import JSON
 
 
 def _payload(body: str) -> Any:
+    """The posted body; a delegated stage's callback token is a credential for the surface
+    only, so it is shown redacted (its expiry stays)."""
     try:
-        return json.loads(body)
+        value = json.loads(body)
     except ValueError:
         return body
+    callback = value.get("callback") if isinstance(value, dict) else None
+    if isinstance(callback, dict) and "token" in callback:
+        value["callback"] = {**callback, "token": "[redacted]"}
+    return value
 
 
 @strawberry.type
@@ -32,7 +38,10 @@ class WebhookDelivery:
     namespace: str = strawberry.field(description="The namespace whose webhook it targets.")
     url: str
     event_type: str
-    payload: JSON = strawberry.field(description="The JSON body that is (or was) posted.")
+    payload: JSON = strawberry.field(
+        description="The JSON body that is (or was) posted (a delegated stage's callback "
+        "token shown as `[redacted]`)."
+    )
     status: str = strawberry.field(description="`pending`, `delivered` or `failed`.")
     attempts: int
     last_error: str | None
