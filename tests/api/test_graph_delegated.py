@@ -25,6 +25,7 @@ from test_graph_workflow_webhook import Catcher
 
 from stateward.runtime import ticker
 from stateward.runtime.core.clock import ManualClock
+from stateward.runtime.insight.verify import verify
 
 DOC: dict[str, Any] = {
     "$version": "2.0",
@@ -140,6 +141,9 @@ async def test_entering_a_delegated_state_posts_the_context_and_a_scoped_token(
     payloads = [e["node"]["payload"] for e in listed["webhookDeliveries"]["edges"]]
     assert len(payloads) == 3 and token not in json.dumps(payloads)  # ocr x2, check
     assert {p["callback"]["token"] for p in payloads} == {"[redacted]"}
+    # the delegates' events replay in verify like any other
+    report = await verify(api.runtime)
+    assert report.valid, report.problems
 
 
 async def test_a_callback_token_expires(api: Api, catcher: Catcher) -> None:
