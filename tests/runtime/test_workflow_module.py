@@ -374,3 +374,27 @@ async def test_a_childs_hook_cannot_reach_up_to_its_parent(desk, operator):
     assert (await _last(desk, child)).input["code"] == "HOOK_SCOPE"
     assert (await desk.process(pid)).state == "waiting"  # the parent was not advanced
     await _replays(desk)
+
+
+async def test_follow_ups_lost_in_a_crash_are_sent_by_the_recovery_sweep_once(desk, monkeypatch):
+    async def crash(*args: Any) -> list[str]:  # the node dies right after `$automate`
+        return []
+
+    monkeypatch.setattr(calls, "follow_up", crash)
+    pid, children = await _begin(desk, "dispatch")
+    monkeypatch.undo()
+    assert [await desk.actions(c) for c in children] == [["$start"]] * 2
+    assert (await desk.process(pid)).state == "running"  # the parent's event stands
+    grace = automation.recovery_grace(desk.rt.settings)
+    await automation.recover(desk.rt, desk.rt.clock.now())  # within the grace: left alone
+    assert [await desk.actions(c) for c in children] == [["$start"]] * 2
+    desk.rt.clock.advance(grace + 1)
+    await automation.recover(desk.rt, desk.rt.clock.now())
+    for child in children:
+        row = await desk.process(child)
+        assert (row.state, row.data["by"]) == ("review", pid)
+        assert await desk.actions(child) == ["$start", "$hook_write"]
+    desk.rt.clock.advance(grace + 1)
+    await automation.recover(desk.rt, desk.rt.clock.now())  # applied ones are not re-sent
+    assert [await desk.actions(c) for c in children] == [["$start", "$hook_write"]] * 2
+    await _replays(desk)

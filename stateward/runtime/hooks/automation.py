@@ -11,8 +11,9 @@ a result that cannot be recorded, or an 11th consecutive automated event (cycle 
 counted by the core in `automation_chain`) gives an `$automate` event that puts the
 process in status `error` with the reason. The event that entered the state stands.
 
-Recovery (`recover`, run by the ticker): the automation starts after the commit, so a node
-that dies in between leaves the instance waiting. The entering event stamps
+Recovery (`recover`, run by the ticker) also re-sends the children's `$hook_write`
+follow-ups a crash lost (`calls.recover_follow_ups`). The automation starts after the
+commit, so a node that dies in between leaves the instance waiting. The entering event stamps
 `automation_at`; `$automate` (or leaving the state) clears it. Instances stamped longer
 than `recovery_grace` ago are found by a range scan of a pending-only partial index,
 claimed by a conditional update (the stamp moves to now: one node per grace period runs
@@ -214,6 +215,7 @@ async def recover(
         return []
     now = now or runtime.clock.now()
     cutoff = now - timedelta(seconds=recovery_grace(runtime.settings))
+    await calls.recover_follow_ups(runtime, cutoff)
     resumed: list[str] = []
 
     async def fetch(limit: int) -> list[tuple[AutomationCandidate, str | None]]:

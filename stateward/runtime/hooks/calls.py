@@ -15,18 +15,29 @@ the hook read has moved on since, so the hook is re-run on fresh state (at most
 event per child the hook wrote or advanced, through the one write path (`system_act`);
 it carries `after` = the seq the hook read, and `op_hook_write` refuses it (not due)
 when the child moved in between: no write ever lands on a state the hook did not see.
+
+That same check makes re-sending follow-ups always safe (one that was applied moved the
+child past `after`), so `recover_follow_ups` (run by the automation recovery sweep)
+re-sends those of recent `$automate` events whose children are still at the seq read:
+exactly the ones a crash between the two commits lost.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import weakref
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select
+
 from stateward.domain.errors import FORBIDDEN, DomainError
-from stateward.domain.hookcalls import HOOK_WRITE
-from stateward.domain.model import Outcome
+from stateward.domain.hookcalls import HOOK_WRITE, WORKFLOW_KEY
+from stateward.domain.lifecycle import AUTOMATE
+from stateward.domain.model import SYSTEM_ACTOR, Outcome
 from stateward.persistence import UnitOfWork
+from stateward.persistence.models import Event
 from stateward.records import AssignmentRecord, ProcessRecord
 from stateward.runtime.core import references
 from stateward.runtime.core.kernel import ActContext, apply_engine
@@ -51,6 +62,23 @@ MAX_OMITTED = 10_000
 STALE_RETRIES = 3
 #: `not_due` detail of an `$automate` whose reads went stale (re-run, not skipped).
 STALE_READ = "stale_read"
+#: How far back a node's first sweep looks for `$automate` events whose follow-ups a
+#: crash may have lost (later sweeps continue where the last one ended).
+FOLLOW_UP_LOOKBACK = timedelta(minutes=10)
+#: Per runtime (by id, checked by a weak reference: a Runtime is not hashable).
+_swept: dict[int, tuple[weakref.ref[Runtime], datetime]] = {}
+
+
+def _last_sweep(runtime: Runtime) -> datetime | None:
+    held = _swept.get(id(runtime))
+    return held[1] if held is not None and held[0]() is runtime else None
+
+
+def _note_sweep(runtime: Runtime, when: datetime) -> None:
+    for key, (ref, _) in list(_swept.items()):
+        if ref() is None:
+            del _swept[key]
+    _swept[id(runtime)] = (weakref.ref(runtime), when)
 
 
 def _instance(row: ProcessRecord) -> dict[str, Any]:
@@ -171,3 +199,55 @@ async def follow_up(runtime: Runtime, parent: str, at: int, record: dict[str, An
             reason = "moved on" if is_not_due(error) else f"{error.code}: {error.message}"
             log.warning("hook write of %s by %s (seq %s) refused: %s", child, parent, at, reason)
     return refused
+
+
+async def recover_follow_ups(runtime: Runtime, until: datetime, limit: int = 500) -> list[str]:
+    """Re-send the lost `$hook_write` follow-ups of the `$automate` events recorded before
+    `until` (and since this node's last sweep, or `FOLLOW_UP_LOOKBACK`); returns the
+    children written. Reads the system actor's events by time (an index range)."""
+    since = _last_sweep(runtime) or until - FOLLOW_UP_LOOKBACK
+    if until <= since:
+        return []
+    async with runtime.uow(readonly=True) as uow:
+        stmt = (
+            select(Event.process_id, Event.seq, Event.input, Event.recorded_at)
+            .where(Event.actor == SYSTEM_ACTOR, Event.recorded_at >= since)
+            .where(Event.recorded_at < until, Event.action == AUTOMATE)
+            .order_by(Event.recorded_at, Event.id)
+            .limit(limit)
+        )
+        rows = list(await uow.session.execute(stmt))
+        pending: list[tuple[str, int, dict[str, Any]]] = []
+        for parent, seq, input, _ in rows:
+            record = input.get(WORKFLOW_KEY) if isinstance(input, dict) else None
+            if isinstance(record, dict) and (
+                record.get("advances") or any(w.get("id") != parent for w in record["writes"])
+            ):
+                pending.append((parent, seq, record))
+        ids = {w["id"] for _, _, r in pending for w in r["writes"]}
+        ids.update(a for _, _, r in pending for a in r["advances"])
+        current = await uow.processes.processes_by_ids(list(ids))
+    # Where this sweep ended: after the last row when the page was full, else `until`.
+    _note_sweep(runtime, rows[-1][3] if len(rows) >= limit else until)
+    written: list[str] = []
+    for parent, seq, record in pending:
+        reads = {r["id"]: r["seq"] for r in record.get("reads", [])}
+        lost = [
+            c for c, at in reads.items()
+            if c != parent and c in current and current[c].seq == at
+        ]  # fmt: skip
+        if not lost:
+            continue
+        keep = set(lost)
+        subset = {
+            "reads": record.get("reads", []),
+            "writes": [w for w in record["writes"] if w["id"] in keep],
+            "advances": [a for a in record["advances"] if a in keep],
+        }
+        refused = await follow_up(runtime, parent, seq, subset)
+        written.extend(c for c in lost if c not in refused and _touched(subset, c))
+    return written
+
+
+def _touched(record: dict[str, Any], child: str) -> bool:
+    return child in record["advances"] or any(w["id"] == child for w in record["writes"])
