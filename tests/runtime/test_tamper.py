@@ -195,3 +195,43 @@ async def test_tampering_with_an_exported_file_is_caught_offline(admin_rt, opera
     for kind, tampered in variants.items():
         report = verify_log(parse_lines(json.dumps(x) for x in tampered), w.cp, workers=1)
         assert not report.valid, kind
+
+
+async def test_worker_processes_report_the_same_findings_on_a_tampered_file(
+    admin_rt, operator, monkeypatch
+):
+    """The per-event checks done ahead in worker processes (chunk by chunk; tiny chunks
+    here, so chunk edges fall inside the tampering) give exactly the findings, in the same
+    order, as the checks done inline."""
+    from stateward.runtime.insight import logverify
+
+    monkeypatch.setattr(logverify, "CHUNK", 3)
+    w = await _world(admin_rt, operator)
+    lines = [x async for x in export_lines(admin_rt)]
+    events = [n for n, x in enumerate(lines) if "index" in x]
+    edited = next(n for n, x in enumerate(lines) if x.get("process") == w.pids[1] and x["seq"] == 2)
+
+    def change(n: int, **fields: Any) -> list[dict[str, Any]]:
+        return [{**x, **fields} if i == n else x for i, x in enumerate(lines)]
+
+    sig = lines[events[5]]["signature"]
+    spaced = json.dumps(json.loads(lines[events[6]]["envelope"]), sort_keys=True)
+    variants: dict[str, list[dict[str, Any]]] = {
+        "edit": change(edited, envelope=lines[edited]["envelope"].replace('"n":1', '"n":7')),
+        "forged": change(events[5], signature=("A" if sig[0] != "A" else "B") + sig[1:]),
+        "not-canonical": change(events[6], envelope=spaced),
+        "unreadable": change(events[7], envelope="{not json"),
+        "other-process": change(events[8], process=w.pids[0]),
+        "swap": [lines[events[4]] if n == events[3] else lines[events[3]] if n == events[4]
+                 else x for n, x in enumerate(lines)],
+        "delete-process": [x for x in lines if x.get("process") != w.pids[0]],
+    }  # fmt: skip
+    for kind, tampered in variants.items():
+        texts = [json.dumps(x) for x in tampered]
+        inline = verify_log(parse_lines(texts), w.cp, workers=1)
+        pooled = verify_log(parse_lines(texts), w.cp, workers=2, parallel_from=0)
+        assert not inline.valid, kind
+        assert _lines(pooled) == _lines(inline), kind
+        assert (pooled.events_checked, pooled.processes_checked) == (
+            inline.events_checked, inline.processes_checked,
+        ), kind  # fmt: skip

@@ -16,23 +16,23 @@ Log-level findings use process `log` and the log index as `seq`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from stateward.domain import merkle
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import DomainError
-from stateward.domain.logformat import event_leaf_hash
+from stateward.domain.logformat import event_leaf_hash, leaf_data
 from stateward.domain.migration import MIGRATE, migrate
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.domain.versionhash import apply_order
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
-from stateward.governance.envelope import Envelope, SignedEnvelope
+from stateward.governance.envelope import Envelope, EnvelopeAction, SignedEnvelope
 from stateward.governance.keys import verify_signature
 from stateward.governance.node_trust import NodeTrust, admin_of, node_change
 from stateward.governance.verification import verify_envelope
@@ -140,7 +140,6 @@ class OfflineVerifier:
     definitions: dict[tuple[str, int], Definition] = field(default_factory=dict)
     latest: dict[str, int] = field(default_factory=dict)
     revoked_at: dict[str, int] = field(default_factory=dict)
-    signature_ok: bool | None = None
     trust: NodeTrust = field(default_factory=NodeTrust)
 
     def __post_init__(self) -> None:
@@ -155,11 +154,10 @@ class OfflineVerifier:
         sizes = [c.size for c in self.log.checkpoints] + ([given.size] if given else [])
         tree = TreeWalk(self.report, sizes)
         parallel = workers if len(self.log.events) >= parallel_from else 1
-        with _SignatureChecks(self.log.events, parallel) as checks:
-            for n, event in enumerate(self.log.events):
-                tree.add(event.index, _leaf(event))
-                self.signature_ok = checks.result(n)
-                self.event(event)
+        with _EventChecks(self.log.events, parallel) as checks:
+            for event, checked in zip(self.log.events, checks, strict=True):
+                tree.add(event.index, checked[LEAF])
+                self.event(event, checked)
         self.report.events_checked = len(self.log.events)
         self.report.processes_checked = len(self.processes)
         trusted = frozenset(self.trust.ever)
@@ -181,33 +179,34 @@ class OfflineVerifier:
 
     # ------------------------------------------------------------------ one event
 
-    def event(self, event: LogEvent) -> None:
+    def event(self, event: LogEvent, checked: Checked | None = None) -> None:
+        """One event, in log order; `checked` is `check_event(event)` when done ahead."""
+        if checked is None:
+            checked = check_event(event)
+        fields, unreadable, canonical, hash_ok, _leaf, signature_ok, identity = checked
+        envelope = None if fields is None else _envelope(fields)
+        if envelope is None:
+            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, unreadable)
+        else:
+            if not canonical:
+                self.problem(
+                    event.process, event.seq, ENVELOPE_MISMATCH, "envelope is not canonical"
+                )
+            if envelope.process != event.process:
+                self.problem(
+                    event.process, event.seq, ENVELOPE_MISMATCH, "envelope names another process"
+                )
         state = self.processes.get(event.process)
-        envelope = self._envelope(event)
         if state is None:
             state = self._open(event, envelope)
             self.processes[event.process] = state
-        self._chain(state, event)
+        self._chain(state, event, hash_ok)
         if envelope is None:
             state.broken = True
             return
-        self._signature(event, envelope)
+        self._signature(event, envelope, signature_ok)
         if not state.broken and state.definition is not None:
-            self._replay(state, event, envelope)
-
-    def _envelope(self, event: LogEvent) -> Envelope | None:
-        try:
-            envelope = Envelope.from_stored(event.envelope)
-        except DomainError as exc:
-            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, f"unreadable: {exc}")
-            return None
-        if envelope.canonical() != event.envelope.encode("utf-8"):
-            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, "envelope is not canonical")
-        if envelope.process != event.process:
-            self.problem(
-                event.process, event.seq, ENVELOPE_MISMATCH, "envelope names another process"
-            )
-        return envelope
+            self._replay(state, event, envelope, identity)
 
     def _open(self, event: LogEvent, envelope: Envelope | None) -> _Process:
         workflow = envelope.action.workflow if envelope else ""
@@ -223,24 +222,22 @@ class OfflineVerifier:
             )  # fmt: skip
         return _Process(False, definition)
 
-    def _chain(self, state: _Process, event: LogEvent) -> None:
+    def _chain(self, state: _Process, event: LogEvent, hash_ok: bool) -> None:
         if event.seq != state.seq + 1:
             self.problem(event.process, event.seq, SEQ_GAP, f"expected seq {state.seq + 1}")
         if event.prev_hash != state.head:
             self.problem(event.process, event.seq, PREV_HASH_MISMATCH, "prev_hash breaks the chain")
-        recomputed = event_hash(event.prev_hash, event.envelope.encode("utf-8"), event.signature)
-        if recomputed != event.hash:
+        if not hash_ok:
             self.problem(
                 event.process, event.seq, HASH_MISMATCH, "hash differs from the recomputed one"
             )
         state.seq, state.head = event.seq, event.hash
 
-    def _signature(self, event: LogEvent, envelope: Envelope) -> None:
+    def _signature(self, event: LogEvent, envelope: Envelope, signature_ok: bool) -> None:
         def revoked(key: str, _ts: str) -> bool:
             at = self.revoked_at.get(key)
             return at is not None and event.index > at
 
-        same_bytes = envelope.canonical() == event.envelope.encode("utf-8")
         try:
             verify_envelope(
                 SignedEnvelope(envelope, event.signer, event.signature),
@@ -248,12 +245,12 @@ class OfflineVerifier:
                 now=None,
                 trusted_signers=self.trust.signers_for(event.process, event.seq, event.signer),
                 revoked=revoked,
-                signature_ok=self.signature_ok if same_bytes else None,
+                signature_ok=signature_ok,
             )
         except DomainError as exc:
             self.problem(event.process, event.seq, BAD_SIGNATURE, exc.message)
 
-    def _replay(self, state: _Process, event: LogEvent, envelope: Envelope) -> None:
+    def _replay(self, state: _Process, event: LogEvent, envelope: Envelope, identity: str) -> None:
         assert state.definition is not None
         before = state.snapshot
         name = replay_name(envelope.action.name, event.action)
@@ -271,7 +268,7 @@ class OfflineVerifier:
             else:
                 outcome = evaluate(
                     state.definition, before, name=name, input=envelope.action.input,
-                    actor=actor, ts=envelope.ts, event_id=envelope.identity(),
+                    actor=actor, ts=envelope.ts, event_id=identity,
                     process_id=envelope.process, authorize=False,
                 )  # fmt: skip
         except DomainError as exc:
@@ -331,8 +328,50 @@ class OfflineVerifier:
                 self.revoked_at.setdefault(input["key"], event.index)
 
 
-def _leaf(event: LogEvent) -> bytes:
-    return bytes.fromhex(event_leaf_hash(event.process, event.seq, event.signer, event.hash))
+#: What `check_event` found about one event, by position. A plain tuple of plain values,
+#: because it crosses the process boundary and unpickling class instances costs the
+#: replaying process more than the rest of its work on the event: the envelope's fields
+#: `(net, process, name, workflow, input, actor, ts, nonce)` or None when unreadable, why
+#: it is unreadable, whether its text is canonical, whether the chain hash recomputes, the
+#: Merkle leaf hash, whether the signature verifies over the canonical bytes, and the
+#: envelope's identity.
+Checked = tuple[
+    tuple[str, str, str, str, dict[str, Any], str, str, str] | None,
+    str, bool, bool, bytes, bool, str,
+]  # fmt: skip
+#: Where the leaf hash is in a `Checked`.
+LEAF: Final = 4
+
+
+def check_event(event: LogEvent) -> Checked:
+    """Everything about one event that depends on that event alone: the envelope parse
+    and shape checks, the chain hash, the leaf hash and the Ed25519 check. Pure, so
+    worker processes run it ahead of the replay (which needs the events before)."""
+    text = event.envelope.encode("utf-8")
+    hash_ok = event_hash(event.prev_hash, text, event.signature) == event.hash
+    leaf = merkle.leaf_hash(leaf_data(event.process, event.seq, event.signer, event.hash))
+    try:
+        envelope = Envelope.from_stored(event.envelope)
+    except DomainError as exc:
+        return (None, f"unreadable: {exc}", False, hash_ok, leaf, False, "")
+    canonical = envelope.canonical()
+    action = envelope.action
+    return (
+        (envelope.net, envelope.process, action.name, action.workflow, action.input,
+         envelope.actor, envelope.ts, envelope.nonce),
+        "",
+        canonical == text,
+        hash_ok,
+        leaf,
+        verify_signature(event.signer, canonical, event.signature),
+        envelope.identity(),
+    )  # fmt: skip
+
+
+def _envelope(fields: tuple[str, str, str, str, dict[str, Any], str, str, str]) -> Envelope:
+    """The envelope `check_event` read and checked (its fields, not parsed again)."""
+    net, process, name, workflow, input, actor, ts, nonce = fields
+    return Envelope(net, process, EnvelopeAction(name, workflow, input), actor, ts, nonce)
 
 
 def verify_log(
@@ -342,55 +381,70 @@ def verify_log(
     workers: int | None = None,
     parallel_from: int = 2000,
 ) -> VerificationReport:
-    """Verify an exported log with no database (see the module docstring). Signatures of
-    logs of `parallel_from` events or more are checked by `workers` processes (default:
-    the CPUs, at most 4) while this one replays."""
+    """Verify an exported log with no database (see the module docstring). For logs of
+    `parallel_from` events or more, the per-event checks that need no earlier event
+    (`check_event`: envelope, chain hash, leaf hash, signature) run ahead in `workers`
+    processes (default: the CPUs, at most 4) while this one replays in log order. The
+    findings, and their order, are the same whatever the number of workers."""
     if workers is None:
         workers = min(os.cpu_count() or 1, 4)
     return OfflineVerifier(log).run(checkpoint, workers, parallel_from)
 
 
-CHUNK = 1000
+#: Events per task handed to a worker (small enough that the replay starts early).
+CHUNK = 500
+
+#: The events a worker checks: the parent's list, inherited at fork (or pickled once
+#: per worker where processes are spawned), so a task is only a range.
+_EVENTS: list[LogEvent] = []
 
 
-def _check_chunk(items: list[tuple[str, bytes, str]]) -> list[bool]:
-    """Worker: `verify_signature` of each (signer, message, signature)."""
-    return [verify_signature(signer, message, sig) for signer, message, sig in items]
+def _share(events: list[LogEvent]) -> None:
+    """Worker initializer: keep the log's events."""
+    global _EVENTS
+    _EVENTS = events
 
 
-class _SignatureChecks:
-    """Ed25519 checks of a whole log, done ahead in worker processes (chunk by chunk,
-    in order) while the caller replays; `result(n)` is None when not done ahead."""
+def _check_range(start: int, end: int) -> list[Checked]:
+    """Worker: `check_event` of events[start:end]."""
+    return [check_event(e) for e in _EVENTS[start:end]]
+
+
+class _EventChecks:
+    """`check_event` of every event, in log order: done ahead by worker processes,
+    chunk by chunk, while the caller replays; inline when `workers` < 2 or no processes
+    can be started. Iterating yields one `Checked` per event."""
 
     def __init__(self, events: list[LogEvent], workers: int) -> None:
-        self.futures: list[Future[list[bool]]] = []
-        self.done: dict[int, list[bool]] = {}
+        self.events = events
+        self.futures: list[Future[list[Checked]]] = []
         self.pool: ProcessPoolExecutor | None = None
         if workers < 2 or not events:
             return
         try:
-            self.pool = ProcessPoolExecutor(max_workers=workers)
+            self.pool = ProcessPoolExecutor(
+                max_workers=workers, initializer=_share, initargs=(events,)
+            )
+            for start in range(0, len(events), CHUNK):
+                self.futures.append(self.pool.submit(_check_range, start, start + CHUNK))
         except (OSError, NotImplementedError):  # no processes here: check inline
-            return
-        for start in range(0, len(events), CHUNK):
-            chunk = [(e.signer, e.envelope.encode("utf-8"), e.signature)
-                     for e in events[start : start + CHUNK]]  # fmt: skip
-            self.futures.append(self.pool.submit(_check_chunk, chunk))
+            self.__exit__()
+            self.futures = []
 
-    def result(self, n: int) -> bool | None:
+    def __iter__(self) -> Iterator[Checked]:
         if not self.futures:
-            return None
-        chunk = n // CHUNK
-        if chunk not in self.done:
-            self.done = {chunk: self.futures[chunk].result()}
-        return self.done[chunk][n % CHUNK]
+            yield from map(check_event, self.events)
+            return
+        for future in self.futures:
+            yield from future.result()
 
-    def __enter__(self) -> _SignatureChecks:
+    def __enter__(self) -> _EventChecks:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
 
 
 async def verify_database(
