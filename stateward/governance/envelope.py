@@ -53,6 +53,30 @@ _ACTION_KEYS = frozenset({"name", "workflow", "input"})
 _BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
 
 
+class _NotFast(Exception):
+    """Stored text that `Envelope.from_stored` hands to the full RFC 8785 check."""
+
+
+def _not_fast(literal: str) -> float:
+    raise _NotFast(literal)
+
+
+def _safe_int(literal: str) -> int:
+    value = int(literal)
+    if abs(value) > MAX_SAFE_INTEGER:
+        raise _NotFast(literal)
+    return value
+
+
+#: Built once (`json.loads`/`dumps` with options build a new one per call, which costs
+#: as much as the parse of a small envelope): a float, NaN/Infinity or an unsafe integer
+#: stops the fast parse.
+_FAST_DECODER = json.JSONDecoder(
+    parse_float=_not_fast, parse_int=_safe_int, parse_constant=_not_fast
+)
+_SORTED_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _bad(pointer: str, message: str) -> DomainError:
     return DomainError(INVALID_INPUT, f"envelope {pointer or '/'}: {message}", pointer=pointer)
 
@@ -122,6 +146,8 @@ def _require_str(obj: dict[str, Any], key: str, pointer: str, *, max_len: int) -
 def _require_keys(obj: object, expected: frozenset[str], pointer: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _bad(pointer, "must be an object")
+    if obj.keys() == expected:
+        return obj
     missing = sorted(expected - obj.keys())
     if missing:
         raise _bad(f"{pointer}/{missing[0]}", "is required")
@@ -176,32 +202,13 @@ class Envelope:
         there are no floats, no unsafe integers, no NaN/Infinity and no characters beyond
         the BMP (key order and string escapes then agree) — the RFC 8785 serializer is not
         run again. `canonical()` is the text's bytes only when the text is canonical."""
-        odd: list[str] = []
-
-        def mark_float(literal: str) -> float:
-            odd.append(literal)
-            return float(literal)
-
-        def mark_int(literal: str) -> int:
-            value = int(literal)
-            if abs(value) > MAX_SAFE_INTEGER:
-                odd.append(literal)
-            return value
-
-        def mark_constant(literal: str) -> float:
-            odd.append(literal)
-            return float(literal)
-
         try:
-            obj = json.loads(
-                text, parse_float=mark_float, parse_int=mark_int, parse_constant=mark_constant
-            )
-        except ValueError:
-            obj, odd = None, ["invalid"]
-        if odd or _BEYOND_BMP.search(text) is not None or not isinstance(obj, dict):
+            obj = _FAST_DECODER.decode(text)
+        except (ValueError, _NotFast):
+            obj = None
+        if not isinstance(obj, dict) or _BEYOND_BMP.search(text) is not None:
             return cls.from_json(loads_strict(text))
-        same = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        if same != text:
+        if _SORTED_ENCODER.encode(obj) != text:
             return cls.from_json(loads_strict(text))
         return cls.from_json(obj, canonical=text.encode("utf-8"))
 
