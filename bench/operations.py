@@ -11,6 +11,11 @@
   `(name, correlation_key)`, so the goal is under 2. `lookup_ms_*` time that indexed
   query alone.
 
+- Server CPU: the runtime runs in this process, so its CPU time (user + system, every
+  thread) over the measured work is the server's: `cancel_cpu_ms_per_instance`,
+  `migrate_cpu_ms_per_instance` and `correlate_cpu_ms_10k` / `_200k` (per publish). On a
+  shared machine it is steadier than the rates and latencies.
+
 Instance rows (and, for correlation, their `message_waits` rows) are bulk-inserted with SQL
 (not measured). Usage: `python bench/operations.py [--quick] [--json] [--rounds N]`;
 SQLite in a temporary folder. `--quick` (CI size): 1,000-instance batches, 2k and 20k
@@ -102,30 +107,34 @@ async def _fill(rt: Runtime, total: int, *, waits: bool, label: str) -> list[str
     return ids
 
 
-async def bulk_rate(url: str, total: int, kind: str, params: dict[str, Any]) -> float | None:
-    """Instances per second of one batch of `kind` over `total` instances."""
+async def bulk_rate(
+    url: str, total: int, kind: str, params: dict[str, Any]
+) -> tuple[float, float] | None:
+    """(instances per second, CPU ms per instance) of one batch of `kind` over `total`
+    instances."""
     if kind not in bulk.BUILDERS:
         return None
     rt, admin = await _open(url)
     try:
         ids = await _fill(rt, total, waits=False, label=f"instances ({kind})")
         batch = await bulk.create(rt, admin, kind, params, ids)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         progress_ = await bulk.process(rt, batch.id)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         assert progress_.done and progress_.succeeded == total, progress_
-        return total / elapsed
+        return total / elapsed, cpu * 1000 / total
     finally:
         await rt.close()
 
 
-async def correlate_ms(url: str, total: int, rounds: int) -> tuple[float, float]:
-    """Median ms of a publish matching one of `total` waiting instances, and of its
-    index lookup alone (two warm-up publishes first, not counted)."""
+async def correlate_ms(url: str, total: int, rounds: int) -> tuple[float, float, float]:
+    """Median ms of a publish matching one of `total` waiting instances, of its index
+    lookup alone, and median CPU ms of a publish (two warm-up publishes first, not
+    counted)."""
     rt, admin = await _open(url)
     try:
         await _fill(rt, total, waits=True, label="waiting instances")
-        timings, lookups = [], []
+        timings, lookups, cpus = [], [], []
         for n in range(rounds + 2):
             key = f"k-{(n * 7919) % total}"
             async with rt.uow(readonly=True) as uow:
@@ -133,14 +142,16 @@ async def correlate_ms(url: str, total: int, rounds: int) -> tuple[float, float]
                 found = await uow.messages.waiting(NAMESPACE, "paid", key)
                 lookup = (time.perf_counter() - started) * 1000
             assert len(found) == 1, found
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             result = await correlate.publish(rt, admin, NAMESPACE, "paid", key, {"n": n})
             elapsed = (time.perf_counter() - started) * 1000
+            cpu = (time.process_time() - cpu) * 1000
             assert len(result.delivered) == 1, result
             if n >= 2:
                 timings.append(elapsed)
                 lookups.append(lookup)
-        return statistics.median(timings), statistics.median(lookups)
+                cpus.append(cpu)
+        return statistics.median(timings), statistics.median(lookups), statistics.median(cpus)
     finally:
         await rt.close()
 
@@ -153,11 +164,15 @@ async def run(folder: Path, batch: int, sizes: tuple[int, int], rounds: int) -> 
 
     cancel = await bulk_rate(url("cancel"), batch, "cancel", {"reason": "bench"})
     migrate = await bulk_rate(url("migrate"), batch, "migrate", {"toVersion": 2})
-    small, small_lookup = await correlate_ms(url("corr-small"), sizes[0], rounds)
-    large, large_lookup = await correlate_ms(url("corr-large"), sizes[1], rounds)
+    small, small_lookup, small_cpu = await correlate_ms(url("corr-small"), sizes[0], rounds)
+    large, large_lookup, large_cpu = await correlate_ms(url("corr-large"), sizes[1], rounds)
     return {
-        "cancel_per_s": None if cancel is None else round(cancel, 1),
-        "migrate_per_s": None if migrate is None else round(migrate, 1),
+        "cancel_per_s": None if cancel is None else round(cancel[0], 1),
+        "migrate_per_s": None if migrate is None else round(migrate[0], 1),
+        "cancel_cpu_ms_per_instance": None if cancel is None else round(cancel[1], 3),
+        "migrate_cpu_ms_per_instance": None if migrate is None else round(migrate[1], 3),
+        "correlate_cpu_ms_10k": round(small_cpu, 2),
+        "correlate_cpu_ms_200k": round(large_cpu, 2),
         "correlate_ms_10k": round(small, 2),
         "correlate_ms_200k": round(large, 2),
         "correlate_ratio": round(large / small, 3),
@@ -184,11 +199,16 @@ def main() -> None:
     rounds = args.rounds or (5 if args.quick else 15)
     folder = Path(tempfile.mkdtemp(prefix="stateward-bench-ops-"))
     out = asyncio.run(run(folder, batch, sizes, rounds))
-    print(f"bulk cancel: {out['cancel_per_s']} instances/s ({batch} instances)")
-    print(f"bulk migrate: {out['migrate_per_s']} instances/s ({batch} instances)")
+    print(f"bulk cancel: {out['cancel_per_s']} instances/s ({batch} instances), "
+          f"server CPU {out['cancel_cpu_ms_per_instance']} ms/instance")  # fmt: skip
+    print(f"bulk migrate: {out['migrate_per_s']} instances/s ({batch} instances), "
+          f"server CPU {out['migrate_cpu_ms_per_instance']} ms/instance")  # fmt: skip
     print(f"publish: {out['correlate_ms_10k']} ms with {sizes[0]} waiting, "
           f"{out['correlate_ms_200k']} ms with {sizes[1]}: ratio {out['correlate_ratio']} "
           "(goal < 2)")  # fmt: skip
+    print(f"publish server CPU: {out['correlate_cpu_ms_10k']} ms with {sizes[0]} waiting, "
+          f"{out['correlate_cpu_ms_200k']} ms with {sizes[1]}")  # fmt: skip
+    print(f"load average {' '.join(str(x) for x in out['loadavg'])}")
     if args.json:
         print(json.dumps(out))
 

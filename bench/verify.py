@@ -1,17 +1,26 @@
 """Offline verification speed of an exported log, and the cost of the Merkle log on writes.
 
 - events_per_s: `verify --log` (parse the file, every envelope, chain, signature, engine
-  replay, Merkle root against the checkpoint; signatures checked ahead by worker
-  processes, one per CPU up to 4, while the main process replays) over a log of 20k
-  events (2k with `--quick`): self-effect `tick`s on 24 instances plus the registry
-  events before them, written through `runtime.act` on SQLite, exported with `log export`;
+  replay, Merkle root against the checkpoint; the per-event checks — envelope parse and
+  shape, chain and leaf hashes, Ed25519 — done ahead by worker processes, one per CPU up
+  to 4, while the main process replays) over a log of 20k events (2k with `--quick`):
+  self-effect `tick`s on 24 instances plus the registry events before them, written
+  through `runtime.act` on SQLite, exported with `log export`;
 - bare_verify_per_s: a bare PyNaCl loop (`VerifyKey(signer).verify(envelope, signature)`)
   over the same signatures; ratio = events_per_s / bare_verify_per_s (goal >= 0.7);
+- cpu_us_per_event: the CPU (user + system) that `verify --log` spent per event, this
+  process and its workers together, beside bare_cpu_us_per_event of the bare loop;
+  cpu_ratio = bare / verify. On a shared machine this is the steady figure: the wall
+  ratio depends on how many of the cores the workers get (on Linux with autogroup
+  scheduling, a session's processes share one session's share of the CPU);
 - append_overhead: events/s of the store bench's write path (client-signed ticks through
   `act` with group commit, SQLite file) with the Merkle log / without it (the sequencing
   step's log append switched off for the run); goal >= 0.9. Runs alternate with and
-  without, three of each, and the medians are compared.
-Every figure is the median of 3 runs; the min-max spread is printed too.
+  without, three of each, and the medians are compared. The write path runs in this
+  process (the server), so its CPU per event is reported too (`append_cpu_us_per_event_*`,
+  `append_overhead_cpu` = CPU without ÷ CPU with the log).
+Every figure is the median of 3 runs; the min-max spread is printed too, and the load
+average.
 Usage: `python bench/verify.py [--quick] [--json]`; `--json` prints one JSON object last.
 """
 
@@ -21,7 +30,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -55,8 +66,9 @@ COUNTER = {
 INSTANCES = 24
 
 
-async def _write(url: str, n: int, *, batches: int = 1) -> tuple[Runtime, float]:
-    """A runtime with `n` ticks written through `act` (group commit); (runtime, events/s)."""
+async def _write(url: str, n: int, *, batches: int = 1) -> tuple[Runtime, float, float]:
+    """A runtime with `n` ticks written through `act` (group commit); (runtime, events/s,
+    CPU seconds per event of this process while writing them)."""
     rt = await Runtime.open(Settings(database_url=url), node_key=generate_keypair())
     operator = generate_keypair()
     await init(rt, operator)
@@ -75,13 +87,13 @@ async def _write(url: str, n: int, *, batches: int = 1) -> tuple[Runtime, float]
         async with gate:
             await act(rt, item, attested=False)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(s) for s in signed))
-    return rt, n / (time.perf_counter() - start)
+    return rt, n / (time.perf_counter() - start), (time.process_time() - cpu) / n
 
 
 async def _export(folder: Path, n: int) -> Path:
-    rt, _rate = await _write(f"sqlite+aiosqlite:///{folder}/log.db", n)
+    rt, _rate, _cpu = await _write(f"sqlite+aiosqlite:///{folder}/log.db", n)
     out = folder / "log.jsonl"
     try:
         await checkpoint(rt)
@@ -93,25 +105,38 @@ async def _export(folder: Path, n: int) -> Path:
     return out
 
 
-def _verify_rate(path: Path) -> tuple[float, int]:
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished (and reaped) children."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _verify_rate(path: Path) -> tuple[float, int, float]:
+    """(events/s, events, CPU seconds per event of this process and its workers)."""
+    children = _children_cpu()
+    start, cpu = time.perf_counter(), time.process_time()
     log = read_log(str(path))
     report = verify_log(log, log.checkpoints[-1])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert report.valid, report.problems[:3]
-    return len(log.events) / elapsed, len(log.events)
+    while multiprocessing.active_children():  # reap the workers: their CPU is counted
+        time.sleep(0.01)
+    cpu += _children_cpu() - children
+    return len(log.events) / elapsed, len(log.events), cpu / len(log.events)
 
 
-def _bare_rate(path: Path) -> float:
+def _bare_rate(path: Path) -> tuple[float, float]:
+    """(verifications/s, CPU seconds per verification) of the bare PyNaCl loop."""
     log = read_log(str(path))
     items = [
         (b64url_decode(e.signer), e.envelope.encode("utf-8"), b64url_decode(e.signature))
         for e in log.events
     ]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for signer, message, signature in items:
         VerifyKey(signer).verify(message, signature)
-    return len(items) / (time.perf_counter() - start)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return len(items) / elapsed, cpu / len(items)
 
 
 @contextlib.contextmanager
@@ -130,12 +155,12 @@ def _without_log() -> Iterator[None]:
         LogRepository.sequence = original  # type: ignore[method-assign]
 
 
-async def _append_rate(folder: Path, n: int, tag: str, *, with_log: bool) -> float:
+async def _append_rate(folder: Path, n: int, tag: str, *, with_log: bool) -> tuple[float, float]:
     url = f"sqlite+aiosqlite:///{folder}/append-{tag}.db"
     with contextlib.nullcontext() if with_log else _without_log():
-        rt, rate = await _write(url, n)
+        rt, rate, cpu = await _write(url, n)
         await rt.close()
-    return rate
+    return rate, cpu
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -147,27 +172,43 @@ async def _run(quick: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="stateward-bench-verify-"))
     try:
         path = await _export(folder, n)
-        verify_rates, bare_rates = [], []
+        verify_rates, bare_rates, verify_cpu, bare_cpu = [], [], [], []
         for _ in range(3):
-            rate, events = _verify_rate(path)
+            rate, events, cpu = _verify_rate(path)
             verify_rates.append(rate)
-            bare_rates.append(_bare_rate(path))
-        with_log, without = [], []
+            verify_cpu.append(cpu * 1e6)
+            rate, cpu = _bare_rate(path)
+            bare_rates.append(rate)
+            bare_cpu.append(cpu * 1e6)
+        with_log, without, with_cpu, without_cpu = [], [], [], []
         for i in range(3):
-            without.append(await _append_rate(folder, writes, f"off{i}", with_log=False))
-            with_log.append(await _append_rate(folder, writes, f"on{i}", with_log=True))
+            rate, cpu = await _append_rate(folder, writes, f"off{i}", with_log=False)
+            without.append(rate)
+            without_cpu.append(cpu * 1e6)
+            rate, cpu = await _append_rate(folder, writes, f"on{i}", with_log=True)
+            with_log.append(rate)
+            with_cpu.append(cpu * 1e6)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     v, b = _summary(verify_rates), _summary(bare_rates)
+    vc, bc = _summary(verify_cpu), _summary(bare_cpu)
     on, off = _summary(with_log), _summary(without)
+    on_cpu, off_cpu = _summary(with_cpu), _summary(without_cpu)
     return {
         "events": events,
         "events_per_s": v,
         "bare_verify_per_s": b,
         "ratio": v["median"] / b["median"],
+        "cpu_us_per_event": vc,
+        "bare_cpu_us_per_event": bc,
+        "cpu_ratio": bc["median"] / vc["median"],
         "append_events_per_s_with_log": on,
         "append_events_per_s_without_log": off,
         "append_overhead": on["median"] / off["median"],
+        "append_cpu_us_per_event_with_log": on_cpu,
+        "append_cpu_us_per_event_without_log": off_cpu,
+        "append_overhead_cpu": off_cpu["median"] / on_cpu["median"],
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -185,9 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verify --log over {r['events']} events: events/s {fmt(r['events_per_s'])}")
     print(f"bare PyNaCl verify:                 /s {fmt(r['bare_verify_per_s'])}")
     print(f"ratio {r['ratio']:.2f} (goal >= 0.7)")
-    print(f"write path with log    events/s {fmt(r['append_events_per_s_with_log'])}")
-    print(f"write path without log events/s {fmt(r['append_events_per_s_without_log'])}")
-    print(f"append_overhead {r['append_overhead']:.2f} (goal >= 0.9)")
+    print(f"CPU per event: verify --log {fmt(r['cpu_us_per_event'])} us (with its workers), "
+          f"bare {fmt(r['bare_cpu_us_per_event'])} us; cpu_ratio {r['cpu_ratio']:.2f}")  # fmt: skip
+    print(f"write path with log    events/s {fmt(r['append_events_per_s_with_log'])}"
+          f", CPU/event {fmt(r['append_cpu_us_per_event_with_log'])} us")  # fmt: skip
+    print(f"write path without log events/s {fmt(r['append_events_per_s_without_log'])}"
+          f", CPU/event {fmt(r['append_cpu_us_per_event_without_log'])} us")  # fmt: skip
+    print(f"append_overhead {r['append_overhead']:.2f} (goal >= 0.9), "
+          f"in CPU {r['append_overhead_cpu']:.2f}")  # fmt: skip
+    print(f"load average {' '.join(str(x) for x in r['loadavg'])}")
     if args.json:
         print(
             json.dumps(
@@ -203,7 +250,21 @@ def main(argv: list[str] | None = None) -> int:
                         round(r["bare_verify_per_s"][k], 1) for k in ("min", "max")
                     ],
                     "ratio": round(r["ratio"], 3),
+                    "cpu_us_per_event": round(r["cpu_us_per_event"]["median"], 1),
+                    "cpu_us_per_event_min_max": [
+                        round(r["cpu_us_per_event"][k], 1) for k in ("min", "max")
+                    ],
+                    "bare_cpu_us_per_event": round(r["bare_cpu_us_per_event"]["median"], 1),
+                    "cpu_ratio": round(r["cpu_ratio"], 3),
                     "append_overhead": round(r["append_overhead"], 3),
+                    "append_overhead_cpu": round(r["append_overhead_cpu"], 3),
+                    "append_cpu_us_per_event_with_log": round(
+                        r["append_cpu_us_per_event_with_log"]["median"], 1
+                    ),
+                    "append_cpu_us_per_event_without_log": round(
+                        r["append_cpu_us_per_event_without_log"]["median"], 1
+                    ),
+                    "loadavg": r["loadavg"],
                     "append_events_per_s_with_log": round(
                         r["append_events_per_s_with_log"]["median"], 1
                     ),
