@@ -5,6 +5,11 @@
   errors come back as JSON `{"errors": [{message, extensions.code}]}`.
 - Bodies, GET `variables` and websocket frames are parsed strictly (`http/strict_json.py`):
   a refused body is a 400 with a stable code, a refused frame closes the socket with 4400.
+- Media types (GraphQL over HTTP): a client whose `Accept` prefers
+  `application/graphql-response+json` gets that content type, and a request that never
+  reached execution (parse or validation failure, variable coercion) is then a 400 with
+  no `data` entry; `application/json` (or no `Accept`) keeps the legacy 200 answer. The
+  `graphql-http` audit checks this in CI (tests/client/test_graphql_http_audit.py).
 - Websocket: only `graphql-transport-ws`; foreign `Origin`s refused unless allowed; the
   `connection_init` payload's `authorization` (or the handshake header) authenticates the
   socket and the viewer is kept on the connection's context; at most N concurrent
@@ -45,6 +50,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     ConnectionInitMessage,
     SubscribeMessage,
 )
+from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
@@ -60,15 +66,57 @@ TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
 FORBIDDEN_ORIGIN = "FORBIDDEN_ORIGIN"
 DEFAULT_MAX_SUBSCRIPTIONS = 20
 _HTTP_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 SUBSCRIPTION_OVER_HTTP = (
     "subscriptions need the websocket: connect to this URL with graphql-transport-ws"
 )
 
 
-def error_response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, media_type: str | None = None, **headers: str
+) -> JSONResponse:
     """A JSON error body shaped like a GraphQL response: `{"errors": [...]}`."""
     body = {"errors": [{"message": message, "extensions": {"code": code}}]}
-    return JSONResponse(body, status_code=status, headers=headers or None)
+    return JSONResponse(body, status_code=status, headers=headers or None, media_type=media_type)
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(value.strip())
+            except ValueError:
+                return 0.0
+    return 1.0
+
+
+def response_media_type(accept: str | None) -> str:
+    """`application/graphql-response+json` when the `Accept` header asks for it at least as
+    much as for `application/json` (GraphQL over HTTP, "Accept"), else `application/json`
+    (no header, `*/*`, or a legacy client)."""
+    best: dict[str, float] = {}
+    for part in (accept or "").split(","):
+        media, *params = part.split(";")
+        media = media.strip().lower()
+        best[media] = max(best.get(media, 0.0), _quality(params))
+    wanted = best.get(GRAPHQL_RESPONSE_JSON, 0.0)
+    if wanted > 0 and wanted >= best.get("application/json", 0.0):
+        return GRAPHQL_RESPONSE_JSON
+    return "application/json"
+
+
+def is_request_failure(result: Any) -> bool:
+    """True when the operation never started executing: parse or validation failure or a
+    variable that could not be coerced (no `data`, and no error has a field path)."""
+    if isinstance(result, PreExecutionError):
+        return True
+    errors = getattr(result, "errors", None)
+    return (
+        getattr(result, "data", None) is None
+        and bool(errors)
+        and all(not getattr(e, "path", None) for e in errors)
+    )
 
 
 class SocketRejected(Exception):
@@ -250,19 +298,23 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
             await super().__call__(scope, receive, send)
             return
         request = Request(scope=scope, receive=receive)
+        media = response_media_type(request.headers.get("accept"))
         response: Response
         try:
             response = await self.run(request)
         except HTTPException as exc:
             code = _HTTP_CODES.get(exc.status_code, "BAD_REQUEST")
-            response = error_response(exc.status_code, code, exc.reason)
+            response = error_response(exc.status_code, code, exc.reason, media)
         except RequestJSONError as err:
-            response = JSONResponse({"errors": [err.as_error()]}, status_code=400)
+            response = JSONResponse(
+                {"errors": [err.as_error()]}, status_code=400, media_type=media
+            )
         except DomainError as err:  # raised while building the context (bad token)
             response = JSONResponse(
                 {"errors": [{"message": err.message, "extensions": error_extensions(err)}]},
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+                media_type=media,
             )
         await response(scope, receive, send)
 
@@ -287,8 +339,11 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
         allowed = {OperationType.QUERY}
         if request_adapter.method == "POST":
             allowed.add(OperationType.MUTATION)
+        media = response_media_type(request.headers.get("accept"))
+        if media == GRAPHQL_RESPONSE_JSON:
+            sub_response.media_type = media
         try:
-            return await self.schema.execute(
+            result = await self.schema.execute(
                 request_data.query,
                 root_value=root_value,
                 variable_values=request_data.variables,
@@ -305,6 +360,29 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
             raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
         except MissingQueryError as e:
             raise HTTPException(400, "No GraphQL query found in the request") from e
+        if media == GRAPHQL_RESPONSE_JSON and is_request_failure(result):
+            sub_response.status_code = 400
+        return result
+
+    async def process_result(self, request: Request, result: Any) -> Any:
+        """Strawberry's result body, without `data` when a `graphql-response+json` client's
+        request failed before execution (the spec: the entry must then be absent)."""
+        body = await super().process_result(request, result)
+        if (
+            response_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON
+            and is_request_failure(result)
+            and isinstance(body, dict)
+        ):
+            body.pop("data", None)
+        return body
+
+    def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        """Strawberry's JSON response with the negotiated media type (`execute_single`
+        sets `graphql-response+json` on the sub-response when the client asked for it)."""
+        response = super().create_response(response_data, sub_response)
+        if sub_response.media_type == GRAPHQL_RESPONSE_JSON:
+            response.headers["content-type"] = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
+        return response
 
     async def close_sockets(
         self, code: int = GOING_AWAY, reason: str = "server shutting down"
