@@ -306,9 +306,7 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
             code = _HTTP_CODES.get(exc.status_code, "BAD_REQUEST")
             response = error_response(exc.status_code, code, exc.reason, media)
         except RequestJSONError as err:
-            response = JSONResponse(
-                {"errors": [err.as_error()]}, status_code=400, media_type=media
-            )
+            response = JSONResponse({"errors": [err.as_error()]}, status_code=400, media_type=media)
         except DomainError as err:  # raised while building the context (bad token)
             response = JSONResponse(
                 {"errors": [{"message": err.message, "extensions": error_extensions(err)}]},
