@@ -111,7 +111,7 @@ def is_request_failure(result: Any) -> bool:
     variable that could not be coerced (no `data`, and no error has a field path)."""
     if isinstance(result, PreExecutionError):
         return True
-    errors = getattr(result, "errors", None)
+    errors = getattr(result, "errors", None) or []
     return (
         getattr(result, "data", None) is None
         and bool(errors)

@@ -16,6 +16,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from stateward.domain.errors import UNAVAILABLE, DomainError
 from stateward.persistence.errors import is_transient
 
 T = TypeVar("T")
@@ -59,3 +60,21 @@ async def retry_transient(
             log.info("%s: transient database fault (%s); retry %d", what, describe(error),
                      attempt)  # fmt: skip
             await asyncio.sleep(pause_before(attempt))
+
+
+async def read_retrying(operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """A read-only unit of work run like `retry_transient`; when the database stays
+    unreachable through every retry, `UNAVAILABLE` (a coded, resumable refusal) instead of
+    the driver's exception. Long-lived readers (subscription streams) use it so that a
+    dropped connection is retried, and a lasting outage ends the stream with a code the
+    client can act on: resume with `after` later (issue 11)."""
+    try:
+        return await retry_transient(operation, what=what)
+    except Exception as error:
+        if not is_transient(error):
+            raise
+        raise DomainError(
+            UNAVAILABLE,
+            f"the database stayed unavailable ({describe(error)}); resume with `after` the "
+            "last cursor you received",
+        ) from error

@@ -9,7 +9,8 @@ result exactly once, for queries, mutations and each subscription frame alike:
 - a GraphQL syntax error gets `GRAPHQL_PARSE_FAILED`; any other error WITHOUT a `path` is
   about the request itself (validation, a variable of the wrong type, an integer literal
   Python will not convert) and gets `GRAPHQL_VALIDATION_FAILED`: a client mistake, never
-  INTERNAL_ERROR;
+  INTERNAL_ERROR; an exception that ends a running subscription stream (no path and no
+  location either) is not one of these;
 - anything else (an exception inside a resolver) is a bug: masked as "Unexpected error."
   with code INTERNAL_ERROR unless `settings.debug` is on.
 
@@ -108,7 +109,13 @@ def is_request_error(error: GraphQLError) -> bool:
     original = error.original_error
     while isinstance(original, GraphQLError):
         original = original.original_error
-    return original is None or not error.path
+    if original is None:
+        return True
+    # An exception with no path is the request's only when it points into the document
+    # (a literal or variable GraphQL could not coerce). One with neither path nor location
+    # escaped a subscription's event stream after it started (Strawberry wraps it without
+    # either): a server failure, never GRAPHQL_VALIDATION_FAILED (issue 11).
+    return not error.path and bool(error.nodes or error.locations)
 
 
 def make_should_mask_error(debug: bool) -> Callable[[GraphQLError], bool]:

@@ -101,6 +101,11 @@ class Subscription:
         yield 0  # pragma: no cover
 
     @strawberry.subscription
+    async def broken(self) -> AsyncGenerator[int, None]:
+        yield 0
+        raise RuntimeError("the stream's source failed: secret detail")
+
+    @strawberry.subscription
     async def whoami(self, info: Info) -> AsyncGenerator[str, None]:
         viewer = info.context.viewer
         yield "anonymous" if viewer is None else viewer.id

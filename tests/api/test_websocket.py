@@ -167,3 +167,20 @@ def test_domain_errors_in_subscriptions_carry_codes(tc: TestClient):
     assert frame["type"] == "next"
     assert frame["payload"]["errors"][0]["extensions"] == {"code": "FORBIDDEN"}
     assert frame["payload"]["errors"][0]["message"] == "not for you"
+
+
+def test_a_stream_failing_after_it_started_is_internal_error_not_a_validation_error(
+    tc: TestClient,
+):
+    """Strawberry wraps an exception of a running stream in a GraphQL error without path or
+    location; it is the server's failure (masked INTERNAL_ERROR), never the client's
+    GRAPHQL_VALIDATION_FAILED (issue 11: streams around bus faults ended with that code)."""
+    with tc.websocket_connect("/graphql", subprotocols=PROTOCOL) as ws:
+        assert _init(ws) == {"type": "connection_ack"}
+        _subscribe(ws, "1", "subscription { broken }")
+        frames = [ws.receive_json() for _ in range(3)]
+    assert frames[0]["payload"] == {"data": {"broken": 0}}
+    error = frames[1]["payload"]["errors"][0]
+    assert error["extensions"]["code"] == "INTERNAL_ERROR"
+    assert "secret" not in error["message"]
+    assert frames[2] == {"id": "1", "type": "complete"}

@@ -37,6 +37,7 @@ from stateward.domain.errors import (
 from stateward.governance.keys import b64url_encode, is_public_key, verify_signature
 from stateward.governance.roles import namespace_scopes
 from stateward.persistence import UnitOfWork
+from stateward.persistence.retry import read_retrying
 from stateward.records import GrantRecord
 
 if TYPE_CHECKING:
@@ -204,13 +205,20 @@ async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
 
 async def refresh_viewer(runtime: Runtime, viewer: Viewer) -> Viewer | None:
     """`viewer` with its grants read again (None once its key is revoked): long-lived
-    subscriptions call it after a registry event, so a revoked role stops deliveries."""
-    async with runtime.uow(readonly=True) as uow:
-        status = await uow.keys.status(viewer.actor)
-        if status is not None and status.status in ("revoked", "rotated"):
-            return None
-        grants = await uow.grants.of_actor(viewer.actor)
-    return Viewer(viewer.actor, tuple(grants), viewer.label, viewer.expires_at)
+    subscriptions call it after a registry event, so a revoked role stops deliveries.
+    A transient database fault is retried; a lasting one is UNAVAILABLE (one failed read
+    is shared by every subscription of the actor: it must not end them all with a driver
+    error, issue 11)."""
+
+    async def read() -> Viewer | None:
+        async with runtime.uow(readonly=True) as uow:
+            status = await uow.keys.status(viewer.actor)
+            if status is not None and status.status in ("revoked", "rotated"):
+                return None
+            grants = await uow.grants.of_actor(viewer.actor)
+        return Viewer(viewer.actor, tuple(grants), viewer.label, viewer.expires_at)
+
+    return await read_retrying(read, what="grant refresh")
 
 
 class SharedGrantReads:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateward.domain.search import AssignmentSearch, AuditSearch, InstanceSearch, Ordering
+from stateward.persistence.retry import read_retrying
 from stateward.records import (
     AssignmentRecord,
     GrantRecord,
@@ -122,9 +123,14 @@ async def instance_namespaces(runtime: Runtime) -> list[str]:
 
 
 async def get_process(runtime: Runtime, process_id: str) -> ProcessRecord | None:
-    """The process `process_id` (instance or registry), or None."""
-    async with runtime.uow(readonly=True) as uow:
-        return await uow.processes.get(process_id)
+    """The process `process_id` (instance or registry), or None. A transient database
+    fault is retried (the read is idempotent); a lasting one is UNAVAILABLE."""
+
+    async def read() -> ProcessRecord | None:
+        async with runtime.uow(readonly=True) as uow:
+            return await uow.processes.get(process_id)
+
+    return await read_retrying(read, what="process read")
 
 
 async def process_events(
@@ -181,6 +187,11 @@ async def notification_by_id(runtime: Runtime, ident: int) -> NotificationRecord
 async def outbox_after(
     runtime: Runtime, cursor: int, where: OutboxFilter, limit: int = 500
 ) -> list[OutboxRecord]:
-    """Outbox rows after `cursor` matching `where`, in cursor order (subscription resume)."""
-    async with runtime.uow(readonly=True) as uow:
-        return await uow.outbox.events_after(cursor, where, limit)
+    """Outbox rows after `cursor` matching `where`, in cursor order (subscription resume).
+    A transient database fault is retried; a lasting one is UNAVAILABLE."""
+
+    async def read() -> list[OutboxRecord]:
+        async with runtime.uow(readonly=True) as uow:
+            return await uow.outbox.events_after(cursor, where, limit)
+
+    return await read_retrying(read, what="subscription replay")
