@@ -29,7 +29,7 @@ EVENTS = """subscription($f: EventFilter, $a: String) { events(filter: $f, after
   id cursor type at namespace workflow version instanceId actor action fromState toState
   assignmentId team details } }"""
 #: Close codes and error codes after which `subscribe` resumes instead of failing.
-RESUMABLE = frozenset({"SLOW_CONSUMER", "BUS_STOPPED"})
+RESUMABLE = frozenset({"SLOW_CONSUMER", "BUS_STOPPED", "UNAVAILABLE"})
 REFUSED_CLOSE = 4403
 
 

@@ -13,7 +13,10 @@ Three duties, one object per node (`OutboxRelay(runtime, bus)`):
   not the next one (another node published later ids first, a publish was lost, the bus
   was down) makes the relay read the missing rows from the outbox and deliver them first.
   Outbox ids grow in commit order, so once id N is visible every smaller id is final.
-  After a bus reconnect it delivers every row after its cursor (`catch_up`).
+  After a bus reconnect it delivers every row after its cursor (`catch_up`), and while
+  the bus is down it does the same every `outage_poll` seconds, so this node's live
+  subscribers keep receiving every committed row (read from the outbox) through a bus
+  outage instead of stalling until it ends (issue 11).
   A (re)started node begins below the oldest row still unpublished, not at the head: the
   rows a crashed node committed but never published are delivered to this node's live
   subscribers when the sweep republishes them (or the next id arrives), not dropped as
@@ -82,6 +85,7 @@ class OutboxRelay:
         grace: float = 5.0,
         flush_interval: float = 1.0,
         batch: int = 500,
+        outage_poll: float = 1.0,
     ) -> None:
         self.runtime = runtime
         self.bus = bus
@@ -89,6 +93,7 @@ class OutboxRelay:
         self.grace = grace
         self.flush_interval = flush_interval
         self.batch = batch
+        self.outage_poll = outage_poll
         self.cursor = 0  # highest id handed to local subscribers
         self.filled = 0  # rows delivered from the outbox rather than the bus
         self.republished = 0
@@ -116,6 +121,9 @@ class OutboxRelay:
             asyncio.create_task(self._sequence(), name="relay-sequencer"),
             asyncio.create_task(self._every(self.flush_interval, self.flush), name="relay-flush"),
             asyncio.create_task(self._every(self.sweep_interval, self.sweep), name="relay-sweep"),
+            asyncio.create_task(
+                self._every(self.outage_poll, self.poll_during_outage), name="relay-outage-poll"
+            ),
         ]
 
     async def stop(self) -> None:
@@ -230,6 +238,12 @@ class OutboxRelay:
     def catch_up(self) -> None:
         """After a bus reconnect: deliver every committed row after the cursor."""
         self._queue.put_nowait(_HEAD)
+
+    async def poll_during_outage(self) -> None:
+        """While the bus is disconnected, deliver the rows committed since the cursor (the
+        sequencer reads them from the outbox); nothing when connected or already queued."""
+        if not self.bus.connected and self._queue.empty() and not self._busy:
+            self.catch_up()
 
     async def _sequence(self) -> None:
         while True:
