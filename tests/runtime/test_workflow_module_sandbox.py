@@ -48,6 +48,9 @@ def finished(ctx):
 
 def odd_id(ctx):
     return workflow.get_instance(42)
+
+def long_id(ctx):
+    return workflow.get_instance("x" * 100000)
 """
 WORLD: dict[str, Any] = {
     "self": "p",
@@ -101,6 +104,7 @@ async def test_reads_are_copies_and_writes_are_read_back_and_recorded(runner):
         ("big_int", "HOOK_CALL", "beyond ±2^53"),
         ("finished", "HOOK_CALL", "c2 is completed"),
         ("odd_id", "HOOK_SCOPE", "its own instance"),
+        ("long_id", "HOOK_SCOPE", "xxx...): a hook may only use"),
     ],
 )
 async def test_bad_calls_are_refused_with_their_code_and_the_hooks_line(
@@ -122,3 +126,8 @@ async def test_without_a_world_and_at_a_modules_top_level_nothing_is_reachable(r
     )
     report = await runner.inspect(eager)
     assert not report.ok and "only available inside a hook call" in report.problems[0].message
+
+
+async def test_a_huge_id_is_not_echoed_into_the_error(runner):
+    result = await runner.run(MODULE, "long_id", {}, world=WORLD)
+    assert result.error is not None and len(result.error) < 300

@@ -202,16 +202,19 @@ class WorkflowModule:
         if self.world is None:
             raise self._refuse(HOOK_CALL, f"workflow.{op} is only available inside a hook call")
         inst = self.instances.get(instance_id) if isinstance(instance_id, str) else None
+        shown = (
+            repr(instance_id) if len(repr(instance_id)) <= 80 else repr(instance_id)[:77] + "..."
+        )
         if inst is None and instance_id in (self.world.get("omitted") or ()):
             raise self._refuse(
                 HOOK_LIMIT,
-                f"workflow.{op}({instance_id!r}): a child beyond the first 200 (or 8 MiB of "
+                f"workflow.{op}({shown}): a child beyond the first 200 (or 8 MiB of "
                 "children's data) a hook can see",
             )
         if inst is None:
             raise self._refuse(
                 HOOK_SCOPE,
-                f"workflow.{op}({instance_id!r}): a hook may only use its own instance and "
+                f"workflow.{op}({shown}): a hook may only use its own instance and "
                 "that instance's children",
             )
         self.reads.setdefault(instance_id, inst["seq"])
