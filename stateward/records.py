@@ -391,3 +391,27 @@ class BatchItemRecord:
     finished_at: datetime | None = None
     code: str | None = None
     message: str | None = None
+
+
+@dataclass(frozen=True)
+class IncidentRecord:
+    """A failure that stopped an instance (issue 15), open while `resolved_at` is None."""
+
+    id: str
+    process_id: str
+    namespace: str
+    workflow: str
+    kind: str
+    state: str
+    message: str
+    attempts: int
+    opened_seq: int
+    created_at: datetime
+    resolved_at: datetime | None = None
+    resolved_seq: int | None = None
+    resolution: str | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """True once the incident was resolved."""
+        return self.resolved_at is not None

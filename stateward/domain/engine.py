@@ -20,6 +20,7 @@ from stateward.domain import events as ev
 from stateward.domain.autotransition import follow
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.hookcalls import HOOK_WRITE, hook_write
+from stateward.domain.incidents import RESOLVE, RETRY, resolve, retry
 from stateward.domain.joins import CHILD, child_done
 from stateward.domain.lifecycle import (
     AUTOMATE,
@@ -51,6 +52,7 @@ MIGRATE = "$migrate"
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
     | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP, MIGRATE, HOOK_WRITE}
+    | {RETRY, RESOLVE}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,
@@ -164,6 +166,10 @@ def _kernel(
         )
     if name == COMPLETE:
         return _complete(process, event, definition, authorize)
+    if name == RETRY:  # issue 15: an operator re-runs the failed hook
+        return retry(definition, process, payload)
+    if name == RESOLVE:  # issue 15: an operator cancels or performs an action instead
+        return resolve(definition, process, payload, actor, ts, eid)
     if name == STALE_OP:
         return mark_stale(process)
     if name == HOOK_WRITE:

@@ -29,6 +29,11 @@ WORKFLOW_STALE: Final = "workflow.stale"
 WORKFLOW_DEPLOYED: Final = "workflow.deployed"
 #: An instance moved to another version of its workflow (`$migrate`, issue 15).
 WORKFLOW_MIGRATED: Final = "workflow.migrated"
+#: An operator re-ran the failed hook of an instance in `error` (`$retry`, issue 15).
+WORKFLOW_RETRIED: Final = "workflow.retried"
+#: An incident was opened / resolved (issue 15; staged by the core write path).
+INCIDENT_CREATED: Final = "incident.created"
+INCIDENT_RESOLVED: Final = "incident.resolved"
 ROLE_GRANTED: Final = "registry.role.granted"
 ROLE_REVOKED: Final = "registry.role.revoked"
 #: A node signed a checkpoint of the deployment log (details: the signed checkpoint).
@@ -53,6 +58,9 @@ ALL_TYPES: Final = (
     WORKFLOW_STALE,
     WORKFLOW_DEPLOYED,
     WORKFLOW_MIGRATED,
+    WORKFLOW_RETRIED,
+    INCIDENT_CREATED,
+    INCIDENT_RESOLVED,
     ROLE_GRANTED,
     ROLE_REVOKED,
     LOG_CHECKPOINT,

@@ -38,6 +38,7 @@ from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.delegated import DelegatedTaskRepository
 from stateward.persistence.errors import classify_integrity_error, is_transient
 from stateward.persistence.events import EventRepository
+from stateward.persistence.incidents import IncidentRepository
 from stateward.persistence.log import LogRepository
 from stateward.persistence.messages import MessageRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
@@ -90,6 +91,7 @@ class UnitOfWork:
     schedules: ScheduleRepository
     messages: MessageRepository
     batches: BatchRepository
+    incidents: IncidentRepository
     notifications: NotificationRepository
     webhooks: WebhookRepository
     delegated: DelegatedTaskRepository
@@ -148,6 +150,7 @@ class UnitOfWork:
         self.schedules = ScheduleRepository(session)
         self.messages = MessageRepository(session)
         self.batches = BatchRepository(session)
+        self.incidents = IncidentRepository(session)
         self.notifications = NotificationRepository(session)
         self.webhooks = WebhookRepository(session)
         self.delegated = DelegatedTaskRepository(session)

@@ -15,7 +15,7 @@ from stateward.runtime.core import joins
 from stateward.runtime.core.kernel import KernelOp, register, register_governance
 from stateward.runtime.hooks import automation, calls
 from stateward.runtime.messages import correlate
-from stateward.runtime.operate import migration
+from stateward.runtime.operate import incidents, migration
 from stateward.runtime.public import entry
 from stateward.runtime.queues import assignments
 from stateward.runtime.sweeps import scheduler, sla, staleness
@@ -34,6 +34,8 @@ OPERATIONS: dict[str, KernelOp] = {
     correlate.MESSAGE: correlate.op_message,  # issue 15: a message delivered
     joins.CHILD: joins.op_child,  # DSL 2.1: a child ended (written by the core's writes)
     migration.MIGRATE: migration.op_migrate,  # issue 15: move an instance to another version
+    incidents.RETRY: incidents.op_retry,  # issue 15: an operator re-runs a failed hook
+    incidents.RESOLVE: incidents.op_resolve,  # issue 15: cancel or an action instead
     calls.HOOK_WRITE: calls.op_hook_write,  # issue 13: a parent's hook wrote this child
 }
 

@@ -42,7 +42,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
-from stateward.runtime.core import delegation, joins, references, rotation
+from stateward.runtime.core import delegation, incidents, joins, references, rotation
 from stateward.runtime.core.kernel import START, ActContext, evaluate
 
 if TYPE_CHECKING:
@@ -197,6 +197,11 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     if ctx.kind == INSTANCE:
         await delegation.track(ctx, outcome, record)
     written.staged.extend(_outbox(ctx, outcome, record, assignment_ids, stored))
+    if record.kind == INSTANCE:
+        tracked = await incidents.track(ctx, outcome, record)
+        if tracked:
+            bus = replace(outcome, events=tuple(tracked))
+            written.staged.extend(_outbox(ctx, bus, record, {}, stored))
     for child_ctx, child, child_outcome in written.ended:
         # After the parent's own event (its seq, then its outbox rows): one `$child` each.
         ctx.touched.add(record.id)

@@ -1,0 +1,112 @@
+"""Incident rows (issue 15): opened, recounted and resolved by the core write path only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Select, Table, and_, func, insert, or_, select, update
+
+from stateward.persistence.base import Repository, to_record
+from stateward.persistence.models_incidents import Incident
+from stateward.records import IncidentRecord
+
+T = cast(Table, Incident.__table__)
+
+
+@dataclass(frozen=True)
+class IncidentQuery:
+    """What `incidents(filter)` selects. `namespaces` None = every namespace (a system
+    admin); else only those (the caller's operable namespaces, never widened by a filter)."""
+
+    namespaces: Sequence[str] | None = None
+    namespace: str | None = None
+    workflow: str | None = None
+    kinds: Sequence[str] = ()
+    resolved: bool | None = None
+    process_id: str | None = None
+
+
+class IncidentRepository(Repository):
+    """`incidents`."""
+
+    async def add(self, record: IncidentRecord) -> None:
+        """Insert a new (open) incident."""
+        await self.session.execute(insert(T).values(**record.__dict__))
+
+    async def get(self, incident_id: str) -> IncidentRecord | None:
+        """One incident."""
+        row = (await self.session.execute(select(T).where(T.c.id == incident_id))).one_or_none()
+        return None if row is None else to_record(IncidentRecord, row)
+
+    async def open_for(self, process_id: str) -> IncidentRecord | None:
+        """The process's open incident, if any (at most one is open at a time)."""
+        stmt = (
+            select(T)
+            .where(T.c.process_id == process_id, T.c.resolved_at.is_(None))
+            .order_by(T.c.created_at.desc())
+            .limit(1)
+        )
+        row = (await self.session.execute(stmt)).one_or_none()
+        return None if row is None else to_record(IncidentRecord, row)
+
+    async def recount(self, incident_id: str, message: str, state: str) -> None:
+        """One more failed attempt of an open incident (after a `$retry`)."""
+        await self.session.execute(
+            update(T)
+            .where(T.c.id == incident_id)
+            .values(attempts=T.c.attempts + 1, message=message, state=state)
+        )
+
+    async def resolve(self, incident_id: str, at: datetime, seq: int, resolution: str) -> None:
+        """Mark an open incident resolved."""
+        await self.session.execute(
+            update(T)
+            .where(T.c.id == incident_id, T.c.resolved_at.is_(None))
+            .values(resolved_at=at, resolved_seq=seq, resolution=resolution[:300])
+        )
+
+    async def page(
+        self, query: IncidentQuery, limit: int, after: tuple[datetime, str] | None
+    ) -> list[IncidentRecord]:
+        """Incidents newest first by (created_at, id), after the keyset position `after`."""
+        stmt = self._where(select(T), query)
+        if after is not None:
+            at, ident = after
+            stmt = stmt.where(or_(T.c.created_at < at, and_(T.c.created_at == at, T.c.id < ident)))
+        stmt = stmt.order_by(T.c.created_at.desc(), T.c.id.desc()).limit(limit)
+        return [to_record(IncidentRecord, r) for r in await self.session.execute(stmt)]
+
+    async def count(self, query: IncidentQuery) -> int:
+        """How many incidents `query` selects."""
+        stmt = self._where(select(func.count()).select_from(T), query)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def open_by_namespace(self) -> dict[str, int]:
+        """Open incidents per namespace (the Prometheus gauge)."""
+        stmt = (
+            select(T.c.namespace, func.count())
+            .where(T.c.resolved_at.is_(None))
+            .group_by(T.c.namespace)
+        )
+        return {ns: int(n) for ns, n in await self.session.execute(stmt)}
+
+    @staticmethod
+    def _where(stmt: Select[Any], query: IncidentQuery) -> Select[Any]:
+        if query.namespaces is not None:
+            stmt = stmt.where(T.c.namespace.in_(list(query.namespaces)))
+        if query.namespace is not None:
+            stmt = stmt.where(T.c.namespace == query.namespace)
+        if query.workflow is not None:
+            stmt = stmt.where(T.c.workflow == query.workflow)
+        if query.kinds:
+            stmt = stmt.where(T.c.kind.in_(list(query.kinds)))
+        if query.process_id is not None:
+            stmt = stmt.where(T.c.process_id == query.process_id)
+        if query.resolved is True:
+            stmt = stmt.where(T.c.resolved_at.is_not(None))
+        elif query.resolved is False:
+            stmt = stmt.where(T.c.resolved_at.is_(None))
+        return stmt

@@ -1,0 +1,100 @@
+"""Incidents in the write path (issue 15): the read model of failures that stop instances.
+
+Run by `writes.write_event` inside the event's transaction, so no second write path
+exists: the incident rows follow the events exactly, whoever wrote them (a hook's
+`$automate`, a timer, an operator's `$retry` / `$resolve` / `$cancel`, a batch).
+
+- An event that moves an instance INTO status `error` opens an incident (id derived from
+  the event, kind from `domain.incidents.kind_of`, attempts 1) and stages
+  `incident.created`; when the instance already has an open incident (its hook failed
+  again after a `$retry`), the same incident counts one more attempt instead.
+- `$retry` leaves the incident open (the re-run is on its way).
+- Any later event that leaves the instance out of `error` for good resolves it and stages
+  `incident.resolved`: the re-run's `$automate` that advanced (`retried`), a `$resolve`
+  (`action:<name>` or `cancelled`), a `$cancel` (`cancelled`). Events that change only
+  rows on an errored instance (an SLA mark) leave the incident as it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from stateward.domain import events as ev
+from stateward.domain.incidents import MAX_MESSAGE, RESOLVE, RETRY, error_reason, kind_of
+from stateward.domain.model import CANCELLED, ERROR, DomainEvent, Outcome
+from stateward.records import IncidentRecord, ProcessRecord
+from stateward.runtime.core.kernel import ActContext
+
+INCIDENT_NAMESPACE = uuid.NAMESPACE_URL
+AUTOMATE = "$automate"
+
+
+def incident_id(identity: str) -> str:
+    """The id of the incident an event opens (deterministic: a replay gives the same)."""
+    return str(uuid.uuid5(INCIDENT_NAMESPACE, f"stateward:incident:{identity}"))
+
+
+async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> list[DomainEvent]:
+    """Open, recount or resolve the instance's incident after this event (see above);
+    returns the bus events to publish with the event (`incident.created` / `.resolved`)."""
+    old = ctx.process
+    name = ctx.envelope.action.name
+    repo = ctx.uow.incidents
+    entered_error = outcome.status == ERROR and (old is None or old.status != ERROR)
+    if entered_error:
+        reason = error_reason(outcome)[:MAX_MESSAGE] or "the instance is in error"
+        open_one = await repo.open_for(record.id) if old is not None else None
+        if open_one is not None:
+            await repo.recount(open_one.id, reason, record.state)
+            return []
+        incident = IncidentRecord(
+            id=incident_id(ctx.identity),
+            process_id=record.id,
+            namespace=record.namespace,
+            workflow=record.workflow,
+            kind=kind_of(name, ctx.input, reason),
+            state=record.state,
+            message=reason,
+            attempts=1,
+            opened_seq=record.seq,
+            created_at=ctx.now,
+        )
+        await repo.add(incident)
+        return [_event(ev.INCIDENT_CREATED, incident, record, {})]
+    if old is None or outcome.status == ERROR or name == RETRY:
+        return []
+    ends = old.status == ERROR or name == AUTOMATE or outcome.state_changed
+    if not ends and outcome.status != CANCELLED:
+        return []
+    open_one = await repo.open_for(record.id)
+    if open_one is None:
+        return []
+    resolution = _resolution(name, ctx.input, outcome)
+    await repo.resolve(open_one.id, ctx.now, record.seq, resolution)
+    return [_event(ev.INCIDENT_RESOLVED, open_one, record, {"resolution": resolution})]
+
+
+def _resolution(name: str, input: Any, outcome: Outcome) -> str:
+    """How the incident ended: `cancelled`, `action:<name>` or `retried`."""
+    if outcome.status == CANCELLED:
+        return "cancelled"
+    if name == RESOLVE:
+        return f"action:{input.get('action')}"
+    if name == AUTOMATE:
+        return "retried"
+    return f"action:{outcome.action}"
+
+
+def _event(
+    type_: str, incident: IncidentRecord, record: ProcessRecord, extra: dict[str, Any]
+) -> DomainEvent:
+    """The domain event of an incident's bus message (details name it; never the data)."""
+    details = {
+        "incident": incident.id,
+        "kind": incident.kind,
+        "attempts": incident.attempts,
+        "message": incident.message[:500],
+        **extra,
+    }
+    return DomainEvent(type_, incident.state, record.state, None, details)
