@@ -14,7 +14,7 @@ from strawberry.types import Info
 from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.model import ActionDef, StateDef
 from stateward.records import AssignmentRecord, NotificationRecord, StoredEvent
-from stateward.resolvers import batches, reads
+from stateward.resolvers import batches, incidents, reads
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import from_global_id
 from stateward.resolvers.loaders import loaders
@@ -97,6 +97,7 @@ RESOLVERS: dict[str, Callable[[Info, str], Awaitable[Any]]] = {
     "Assignment": _assignment,
     "Notification": _notification,
     "BatchOperation": batches.batch_operation,
+    "Incident": incidents.incident,
 }
 
 

@@ -86,3 +86,25 @@ class AssignmentGroup(Enum):
     TEAM = strawberry.enum_value("TEAM", description="The team (role) of the queue.")
     STATUS = strawberry.enum_value("STATUS", description="The assignment status.")
     ASSIGNEE = strawberry.enum_value("ASSIGNEE", description="Who claimed it (null: nobody).")
+
+
+@strawberry.enum(description="What kind of failure stopped an instance (issue 15).")
+class IncidentKind(Enum):
+    HOOK_FAILED = strawberry.enum_value(
+        "HOOK_FAILED", description="A hook failed, was not deployed or returned what leads nowhere."
+    )
+    HOOK_TIMEOUT = strawberry.enum_value(
+        "HOOK_TIMEOUT", description="A hook did not answer within the hook timeout."
+    )
+    CYCLE_GUARD = strawberry.enum_value(
+        "CYCLE_GUARD", description="Too many consecutive automated events (a runaway loop)."
+    )
+    TIMER_FAILED = strawberry.enum_value(
+        "TIMER_FAILED", description="A timer's action put the instance in error."
+    )
+    WEBHOOK_EXHAUSTED = strawberry.enum_value(
+        "WEBHOOK_EXHAUSTED", description="A webhook delivery failed on every retry."
+    )
+    WORKFLOW_ERROR = strawberry.enum_value(
+        "WORKFLOW_ERROR", description="Any other failure that put the instance in error."
+    )

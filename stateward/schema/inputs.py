@@ -22,6 +22,7 @@ from stateward.domain.search import (
 from stateward.schema.enums import (
     AssignmentStatus,
     DataOp,
+    IncidentKind,
     InstanceOrderField,
     InstanceStatus,
     SortDirection,
@@ -200,4 +201,21 @@ class AuditFilter:
 class AuditOrder:
     direction: SortDirection = strawberry.field(
         default=SortDirection.DESC, description="Newest first (default) or oldest first."
+    )
+
+
+@strawberry.input(description="Which incidents to list (omitted fields = any).")
+class IncidentFilter:
+    namespace: str | None = strawberry.field(
+        default=None, description="Exact namespace (only namespaces you operate count)."
+    )
+    workflow: str | None = strawberry.field(default=None, description="Workflow path.")
+    kind: list[IncidentKind] | None = strawberry.field(
+        default=None, description="Any of these kinds."
+    )
+    resolved: bool | None = strawberry.field(
+        default=None, description="true: resolved only; false: open only; null: both."
+    )
+    instance: strawberry.ID | None = strawberry.field(
+        default=None, description="One instance's incidents (UUID or node id)."
     )

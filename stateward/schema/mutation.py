@@ -14,6 +14,7 @@ from stateward.resolvers import (
     batches,
     delegated,
     idempotency,
+    incidents,
     kernel,
     messages,
     operations,
@@ -24,6 +25,7 @@ from stateward.schema.inputs import InstanceFilter, SignedEventInput, search_of
 from stateward.schema.scalars import JSON
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.delegated import DelegatedCompletion, LockedDelegatedTask
+from stateward.schema.types.incidents import IncidentResult
 from stateward.schema.types.instance import Assignment, Instance
 from stateward.schema.types.messages import MessagePublication
 from stateward.schema.types.operations import MigrationResult
@@ -365,6 +367,49 @@ class Mutation:
             await batches.bulk_migrate(info, search_of(filter), to_version, state_map)
         )
 
+    @strawberry.mutation(
+        description="Re-run the failed hook of an open incident with the module deployed "
+        "now (a `$retry` event recording its hash; admin or operator of the namespace). On "
+        "success the instance goes on and the incident is resolved; on failure `attempts` "
+        "grows."
+    )
+    async def retry_incident(
+        self,
+        info: Info,
+        id: Annotated[strawberry.ID, strawberry.argument(description="The incident.")],
+    ) -> IncidentResult:
+        return IncidentResult.from_domain(*await incidents.retry(info, id))
+
+    @strawberry.mutation(
+        description="Resolve an open incident instead of retrying (a `$resolve` event; "
+        "admin or operator of the namespace): `action` `$cancel` cancels the instance, any "
+        "other name performs that action of its current state with `input`."
+    )
+    async def resolve_incident(
+        self,
+        info: Info,
+        id: Annotated[strawberry.ID, strawberry.argument(description="The incident.")],
+        action: Annotated[str, strawberry.argument(description="An action name, or `$cancel`.")],
+        input: Annotated[
+            JSON | None, strawberry.argument(description="The action's input (an object).")
+        ] = None,
+    ) -> IncidentResult:
+        return IncidentResult.from_domain(*await incidents.resolve(info, id, action, input))
+
+    @strawberry.mutation(
+        description="Retry every instance in `error` the filter matches (admin or operator), "
+        "in the background: one `$retry` event per instance (its hook runs again with the "
+        "module deployed then); instances not in error are reported as failed items."
+    )
+    async def bulk_retry(
+        self,
+        info: Info,
+        filter: Annotated[
+            InstanceFilter, strawberry.argument(description="Which instances to retry.")
+        ],
+    ) -> BatchOperation:
+        return BatchOperation.from_record(await batches.bulk_retry(info, search_of(filter)))
+
     @strawberry.mutation(description="Stop a running bulk operation (what was applied stays).")
     async def cancel_batch_operation(self, info: Info, id: strawberry.ID) -> BatchOperation:
         return BatchOperation.from_record(await batches.cancel_batch_operation(info, id))
@@ -394,6 +439,7 @@ _NOT_KEYED = frozenset(
         "publish_message",
         "bulk_cancel",
         "bulk_action",
+        "bulk_retry",
         "cancel_batch_operation",
         "lock_delegated_task",
     }

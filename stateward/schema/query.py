@@ -14,6 +14,7 @@ from strawberry.types import Info
 from stateward.resolvers import (
     batches,
     delegated,
+    incidents,
     kernel,
     log,
     nodes,
@@ -29,6 +30,7 @@ from stateward.schema.inputs import (
     AssignmentFilter,
     AuditFilter,
     AuditOrder,
+    IncidentFilter,
     InstanceFilter,
     InstanceOrder,
     ordering_of,
@@ -39,6 +41,7 @@ from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.counts import AssignmentCount, InstanceCount
 from stateward.schema.types.delegated import DelegatedTask
+from stateward.schema.types.incidents import Incident
 from stateward.schema.types.instance import Actor, Assignment, Event, Instance
 from stateward.schema.types.log import Checkpoint, ConsistencyProof, InclusionProof
 from stateward.schema.types.node import Node
@@ -64,6 +67,7 @@ NODE_TYPES: dict[str, Callable[[Any], Node]] = {
     "Assignment": Assignment.from_record,
     "Notification": Notification.from_record,
     "BatchOperation": BatchOperation.from_record,
+    "Incident": Incident.from_record,
 }
 
 
@@ -86,6 +90,30 @@ class Query:
     ) -> Connection[BatchOperation]:
         page = await batches.batch_operations(info, first, after)
         return Connection.of(page, BatchOperation.from_record)
+
+    @strawberry.field(
+        description="Incidents (failures that stopped instances), newest first, in the "
+        "namespaces where the viewer holds admin or operator (all for a system admin)."
+    )
+    async def incidents(
+        self,
+        info: Info,
+        filter: Annotated[
+            IncidentFilter | None, strawberry.argument(description="Which incidents.")
+        ] = None,
+        first: Annotated[
+            int | None, strawberry.argument(description="Page size (default 20, at most 100).")
+        ] = None,
+        after: Annotated[
+            str | None, strawberry.argument(description="The cursor to page after.")
+        ] = None,
+    ) -> Connection[Incident]:
+        f = filter or IncidentFilter()
+        page = await incidents.incidents(
+            info, f.namespace, f.workflow, [str(k.value) for k in f.kind or ()], f.resolved,
+            f.instance, first, after,
+        )  # fmt: skip
+        return Connection.of(page, Incident.from_record)
 
     @strawberry.field(description="The authenticated actor (null when anonymous).")
     def viewer(self, info: Info) -> Actor | None:

@@ -20,6 +20,7 @@ from tenant_world import ACT, DEPLOY, START, Tenant, lead, world
 
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.runtime.core.commands import sign_as
+from stateward.runtime.core.ops_support import system_act
 
 SCORING = "def score(ctx):\n    return {'score': 1}\n"
 ASSIGNMENTS = "query($i:String!){instance(id:$i){assignments{edges{node{assignmentId}}}}}"
@@ -76,6 +77,26 @@ class Matrix:
         await self.api.ok(DEPLOY, {"d": lead(path)})
         return path
 
+    async def fresh_incident(self, obj: str) -> str:
+        """A new incident of the object tenant: an instance of `<t>/sales/checked` in
+        `error` by a recorded failing `$automate` (no hook runs in this stack)."""
+        t = self.tenant(obj)
+        path = f"{t.name}/sales/checked"
+        if "checked" not in t.extra:
+            await self.api.ok(DEPLOY, {"d": checked(path)})
+            t.extra["checked"] = path
+        started = await self.api.ok(START, {"w": path})
+        pid: str = started["startInstance"]["instanceId"]
+        await self.api.ok(ACT, {"i": pid, "a": "submit"})
+        rt = self.api.runtime
+        input = {"hook": "scoring:score", "after": 2, "error": "HOOK_FAILED: boom",
+                 "code": "HOOK_FAILED"}  # fmt: skip
+        await system_act(rt, pid, path, "$automate", input)
+        async with rt.uow(readonly=True) as uow:
+            incident = await uow.incidents.open_for(pid)
+        assert incident is not None
+        return incident.id
+
     def envelope(self, obj: str, pid: str) -> dict[str, Any]:
         """A `note` on `pid` signed by the object tenant's analyst (a client-signed event)."""
         key = self.tenant(obj).analyst[0]
@@ -121,6 +142,24 @@ async def build(api: Api) -> Matrix:
         "visitor": None,
     }  # fmt: skip
     return Matrix(api, w.acme, w.globex, tokens, keys, started["startPublic"]["token"])
+
+
+def checked(path: str) -> dict[str, Any]:
+    """A workflow whose `checking` state runs the tenant's `scoring:score` hook."""
+    return {
+        "$version": "2.0",
+        "$path": path,
+        "initial": "intake",
+        "states": {
+            "intake": {"label": "Intake"},
+            "checking": {"label": "Checking", "audience": "system", "hook": "scoring:score"},
+            "done": {"label": "Done", "terminal": True},
+        },
+        "actions": {
+            "submit": {"from": "intake", "to": "checking"},
+            "pass": {"from": "checking", "to": "done"},
+        },
+    }
 
 
 def fresh_key() -> str:

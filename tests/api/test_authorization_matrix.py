@@ -89,6 +89,21 @@ async def _batch(m: Matrix, obj: str, actor: str) -> str:
     return node_id("BatchOperation", batch.id)
 
 
+def _on_incident(query: str) -> Prepare:
+    """A fresh open incident of the object's tenant for each try."""
+
+    async def prepare(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
+        return query, {"i": node_id("Incident", await m.fresh_incident(obj))}
+
+    return prepare
+
+
+async def _listing_incidents(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
+    if "incident" not in m.tenant(obj).extra:
+        m.tenant(obj).extra["incident"] = await m.fresh_incident(obj)
+    return "{incidents(first:100){edges{node{incidentId}}}}", {}
+
+
 def _on_batch(query: str) -> Prepare:
     async def prepare(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
         return query, {"i": await _batch(m, obj, actor)}
@@ -409,6 +424,20 @@ EXPECTED: dict[str, Case] = {
     "batchOperation": Case(_on_batch("query($i:ID!){batchOperation(id:$i){total}}"),
                            "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
     "batchOperations": Case(q("{batchOperations{edges{node{id}}}}"), SIGNED_IN),
+    "bulkRetry": Case(q('mutation($n:String!){bulkRetry(filter:{namespace:$n,state:"none"})'
+                        "{total}}", lambda m, o: {"n": ns(m, o)}),
+                      "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    # Incidents: admin or operator of the namespace; other tenants' incidents do not exist.
+    "incidents": Case(_listing_incidents, "ok/ok ok/-- --/-- --/-- --/-- UA/UA UA/UA",
+                      lambda d, m, o: m.tenant(o).extra["incident"] in text_of(d)),
+    "retryIncident": Case(_on_incident("mutation($i:ID!){retryIncident(id:$i)"
+                                       "{incident{attempts}}}"),
+                          "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    "resolveIncident": Case(_on_incident('mutation($i:ID!){resolveIncident(id:$i,action:"$cancel")'
+                                         "{incident{resolved}}}"),
+                            "ok/ok ok/NF FB/NF NF/FB NF/NF UA/UA UA/UA"),
+    "node:Incident": Case(_on_incident("query($i:ID!){node(id:$i){id}}"),
+                          "ok/ok ok/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
     "cancelBatchOperation": Case(_on_batch("mutation($i:ID!){cancelBatchOperation(id:$i)"
                                            "{status}}"),
                                  "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),

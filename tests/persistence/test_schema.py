@@ -43,6 +43,7 @@ EXPECTED_TABLES = {
     "state_visits",
     "batch_operations",
     "batch_items",
+    "incidents",
 }
 
 

@@ -105,9 +105,7 @@ async def test_a_failing_hook_opens_one_incident_and_publishes_it(desk):
     assert await _bus(desk, pid) == ["incident.created"]
 
 
-async def test_retry_with_a_fixed_module_resolves_it_records_the_hash_and_verifies(
-    desk, operator
-):
+async def test_retry_with_a_fixed_module_resolves_it_records_the_hash_and_verifies(desk, operator):
     pid = await _failed(desk)
     [incident] = await _incidents(desk, process_id=pid)
     # still broken: the retry fails again, the same incident counts a second attempt
@@ -172,9 +170,7 @@ async def test_a_timed_out_hook_is_a_hook_timeout_incident(admin_rt, operator, r
     assert (await _incidents(desk, kinds=("HOOK_FAILED",), process_id=pid)) == []
 
 
-async def test_only_operators_of_the_namespace_retry_and_others_do_not_see_it(
-    desk, operator
-):
+async def test_only_operators_of_the_namespace_retry_and_others_do_not_see_it(desk, operator):
     pid = await _failed(desk)
     [incident] = await _incidents(desk, process_id=pid)
     viewer, stranger, helper = (generate_keypair().public for _ in range(3))

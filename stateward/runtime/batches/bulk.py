@@ -59,6 +59,7 @@ from stateward.runtime.core import queries
 from stateward.runtime.core.act import act
 from stateward.runtime.core.kernel import CANCEL
 from stateward.runtime.core.services import Runtime
+from stateward.runtime.operate.incidents import RETRY
 from stateward.runtime.operate.migration import migration_input
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,20 @@ def _migrate(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str,
     return MIGRATE, migration_input(process.workflow_version, to_version, state_map)
 
 
-BUILDERS: dict[str, Builder] = {"cancel": _cancel, "action": _action, "migrate": _migrate}
+def _retry(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, Any]]:
+    """The `$retry` event retryIncident builds, without the incident and module it reads
+    (a builder reads no rows): the state's hook runs again with the module deployed when
+    the item is processed, and its `$automate` records that module. An instance that is
+    not in `error` fails the item with INACTIVE_PROCESS."""
+    return RETRY, {}
+
+
+BUILDERS: dict[str, Builder] = {
+    "cancel": _cancel,
+    "action": _action,
+    "migrate": _migrate,
+    "retry": _retry,
+}
 
 
 @dataclass

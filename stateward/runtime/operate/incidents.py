@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from stateward.domain.access import may_read
+from stateward.domain.access import ADMIN_ROLE, holds_operation_role, may_read
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.hookrouting import waiting_hooks
 from stateward.domain.incidents import CANCEL_ACTION, KINDS, RESOLVE, RETRY, retry_hook
@@ -34,6 +34,7 @@ from stateward.domain.model import ERROR, Outcome, ProcessSnapshot
 from stateward.persistence import UnitOfWork
 from stateward.persistence.incidents import IncidentQuery
 from stateward.records import INSTANCE, IncidentRecord, ProcessRecord
+from stateward.runtime.core import queries
 from stateward.runtime.core.act import ActResult, act, actor_in
 from stateward.runtime.core.commands import attest
 from stateward.runtime.core.kernel import ActContext, apply_engine
@@ -253,3 +254,30 @@ async def list_incidents(
     async with runtime.uow(readonly=True) as uow:
         rows = await uow.incidents.page(scoped, first + 1, after)
     return IncidentPage(rows[:first], len(rows) > first)
+
+
+async def operable_namespaces(runtime: Runtime, actor: str) -> list[str] | None:
+    """The namespaces whose incidents `actor` sees: None (all) for a system admin, else
+    every namespace holding instances where it holds admin or operator (maybe none)."""
+    namespaces = await queries.instance_namespaces(runtime)
+    async with runtime.uow(readonly=True) as uow:
+        if ADMIN_ROLE in {r.lower() for r in await uow.grants.roles_of(actor, "system")}:
+            return None
+        return [
+            namespace
+            for namespace in namespaces
+            if holds_operation_role(await uow.grants.roles_of(actor, namespace))
+        ]
+
+
+async def incidents_for(
+    runtime: Runtime,
+    actor: str,
+    query: IncidentQuery,
+    first: int,
+    after: tuple[datetime, str] | None,
+) -> IncidentPage:
+    """`incidents(filter)` for `actor`: only its operable namespaces, whatever the filter."""
+    return await list_incidents(
+        runtime, await operable_namespaces(runtime, actor), query, first, after
+    )
