@@ -24,14 +24,11 @@ The global lock is held only for step 3: a few inserts and the COMMIT, never whi
 transaction waits for a row lock or runs application code. A transaction holding it waits
 for nothing but its own statements, so it can never be part of a wait cycle.
 
-Known limit (15-minute soak, issue 11): the step and the COMMIT are several awaited round
-trips, and between them the node's event loop runs whatever else is ready. On a CPU-starved
-node (the subscription fan-out of 36 subscribers, load ~10 on 2 cores) the transaction
-holding the global lock sat `idle in transaction` for up to 2 s, and every writer of every
-node waited behind it; a COMMIT whose WAL flush waits behind a forced checkpoint of a shared
-server does the same. The fix is to send the whole step and the COMMIT as one round trip
-(one multi-statement query or a server-side function), so the lock is held for server time
-only; not made yet.
+On PostgreSQL the step and the COMMIT go in ONE request (`persistence/onetrip.py`,
+issue 11): before, they were several awaited round trips, and on a CPU-starved node (the
+15-minute soak) the transaction holding the global lock sat `idle in transaction` for up
+to 2 s while its event loop ran other work, and every writer of every node waited behind
+it. `sequence_and_commit` below is the SQLite path (one writer, no global lock).
 
 The verifiable log (deployment-wide log index, Merkle append) belongs in `Sequencer.
 sequence` too, next to the outbox insert: `events` lists this transaction's event rows in

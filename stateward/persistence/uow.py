@@ -42,6 +42,7 @@ from stateward.persistence.incidents import IncidentRepository
 from stateward.persistence.log import LogRepository
 from stateward.persistence.messages import MessageRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
+from stateward.persistence.onetrip import sequence_and_commit_pg
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
 from stateward.persistence.processes import ProcessRepository
 from stateward.persistence.schedules import ScheduleRepository
@@ -198,7 +199,10 @@ class UnitOfWork:
         Unique-constraint conflicts on events surface as `SeqConflict` / `NonceConflict` /
         `DuplicateEvent` (and nothing is committed)."""
         try:
-            await sequence_and_commit(self)
+            if self.dialect == "postgresql":
+                await sequence_and_commit_pg(self)
+            else:
+                await sequence_and_commit(self)
         except IntegrityError as error:
             await self.session.rollback()
             conflict = classify_integrity_error(error)

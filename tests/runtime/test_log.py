@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import text
+
 from kernel_fixtures import TICKET, Desk
 
 from stateward.domain import merkle
@@ -146,3 +148,55 @@ async def test_offline_verify_checks_signatures_in_worker_processes(admin_rt, op
     for workers in (1, 2):
         report = verify_log(parse_lines(texts), workers=workers, parallel_from=0)
         assert [p.code for p in report.problems if p.code == "BAD_SIGNATURE"] == ["BAD_SIGNATURE"]
+
+
+async def test_the_one_trip_sequencer_step_gives_the_stored_outbox_ids_and_recovers_a_moved_head(
+    postgres_db_url,
+):
+    """PostgreSQL sends the sequencer step with COMMIT in one request (persistence/
+    onetrip.py): the outbox ids it derives after COMMIT are the stored rows' ids, a head
+    moved by another node (a guess miss) is read again under the lock, and no session is
+    left holding the sequencer lock."""
+    from stateward.persistence import onetrip
+    from stateward.persistence.sequencer import SEQUENCER_LOCK_KEY
+    from stateward.runtime.access.genesis import init
+
+    operator = generate_keypair()
+    a = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
+    b = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
+    try:
+        await init(a, operator)
+        await init(b, operator)
+        desk = await Desk(a, operator).setup()
+        await b.refresh_trusted()
+        pid = await desk.ticket_in_review()
+        misses = onetrip.stats["misses"]
+        results = []
+        for i in range(6):  # alternate nodes: each write finds the head the other moved
+            rt = (a, b)[i % 2]
+            s = sign_as(rt, operator, pid, "note", TICKET["$path"], {"text": f"it's {i}"})
+            results.append(await act(rt, s, attested=False))
+        assert onetrip.stats["misses"] > misses
+        async with a.uow(readonly=True) as uow:
+            stored = {r.id: r for r in await uow.outbox.events_after(0, limit=100000)}
+            held = await uow.session.execute(
+                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = :k"),
+                {"k": SEQUENCER_LOCK_KEY & 0xFFFFFFFF},
+            )
+            assert held.scalar_one() == 0
+        for result in results:
+            assert result.outbox
+            for record in result.outbox:
+                row = stored[record.id]
+                assert (row.type, row.instance_id, row.payload) == (
+                    record.type, record.instance_id, record.payload
+                )  # fmt: skip
+                assert row.payload["seq"] == result.event.seq
+        leaves = await log_of(a)
+        assert [i for i, *_ in leaves] == list(range(len(leaves)))
+        async with a.uow(readonly=True) as uow:
+            assert (await uow.log.head())[0] == len(leaves)
+            assert await uow.log.unlogged_events() == 0
+    finally:
+        await a.close()
+        await b.close()
