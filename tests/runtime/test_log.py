@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy import text
-
 from kernel_fixtures import TICKET, Desk
+from sqlalchemy import text
 
 from stateward.domain import merkle
 from stateward.domain.logformat import event_leaf_hash
