@@ -114,7 +114,22 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> str
     """Close the tasks of a stage the event leaves, open the task of a delegated stage it
     enters (queueing the surface webhook); returns the id of the task opened, if any."""
     old = ctx.process
-    left = old is not None and (outcome.state_changed or record.status not in LIVE_STATUSES)
+    here = ctx.definition.states.get(record.state)
+    before = ctx.definition.states.get(old.state) if old is not None else None
+    # Tasks are opened only in delegated states: leaving any other state has none to close
+    # (no query on the hot path), except across a `$migrate` (`keep_entry`), whose
+    # definition is the new version's.
+    maybe_open = ctx.keep_entry or (before is not None and before.mode == "delegated")
+    left = (
+        old is not None
+        and maybe_open
+        and (
+            outcome.state_changed
+            or record.status not in LIVE_STATUSES
+            or here is None
+            or here.mode != "delegated"
+        )
+    )
     if left:
         await ctx.uow.delegated.close_open_for_process(
             record.id, ctx.now, completed_by=delegate_task(ctx.envelope.actor)
@@ -123,8 +138,8 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> str
         return None
     if record.status not in LIVE_STATUSES:
         return None
-    state = ctx.definition.states[record.state]
-    if state.surface is None:
+    state = here
+    if state is None or state.surface is None:
         return None
     opened = task_id(ctx.identity)
     replaying = ctx.runtime.replaying
