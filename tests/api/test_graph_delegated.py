@@ -288,3 +288,34 @@ async def test_two_worker_processes_complete_each_task_exactly_once(
     for pid in pids:
         data = (await api.ok(INSTANCE, {"i": pid}))["instance"]["data"]
         assert data["result"] == data["name"].upper()
+
+
+async def test_a_log_with_delegates_verifies_offline_and_restores_without_reposting(
+    api: Api, catcher: Catcher, sqlite_db_url: str
+) -> None:
+    from stateward.runtime.insight.logfile import export_lines, parse_lines
+    from stateward.runtime.insight.logverify import verify_log
+    from stateward.runtime.insight.restore import restore
+    from stateward.settings import Settings
+
+    await api.ok(DEPLOY, {"d": scan()})
+    await api.ok(SET, {"n": "acme", "u": f"{catcher.base}/ocr", "f": "acme-ocr"})
+    pid = await _instance(api, "alpha")
+    token = (await _webhook_tokens(api, catcher))[pid]["callback"]["token"]
+    await api.ok(COMPLETE, {"t": token, "a": "progress", "in": {"pct": 10}}, token=None)
+    await api.ok(COMPLETE, {"t": token, "a": "finish", "in": {"result": "A"}}, token=None)
+    lines = [json.dumps(x) async for x in export_lines(api.runtime)]
+    log = parse_lines(lines)
+    report = verify_log(log)
+    assert report.valid, [p.line() for p in report.problems]
+    rebuilt = await restore(Settings(database_url=sqlite_db_url), log)
+    assert rebuilt.events == len(log.events)
+    # history is not handed to the surface again: the rebuilt database queued no delivery
+    from stateward.runtime.core.services import Runtime
+    from stateward.runtime.sweeps.webhooks import list_deliveries
+
+    again = await Runtime.open(Settings(database_url=sqlite_db_url), register_node=False)
+    try:
+        assert await list_deliveries(again) == []
+    finally:
+        await again.close()
