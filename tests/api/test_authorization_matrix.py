@@ -409,6 +409,17 @@ EXPECTED: dict[str, Case] = {
     "startPublic": Case(q("mutation($w:String!){startPublic(workflow:$w){token}}",
                           lambda m, o: {"w": f"{ns(m, o)}/form"}), ANYONE),
     "advancePublic": Case(_advance_public, TOKEN),
+    # Delegated stages (issue 13): the world has no delegated state, so the listing is empty
+    # for every signed-in caller; an unknown task is NOT_FOUND; the callback token is the
+    # only credential of completing (a forged one is NOT_FOUND for everyone). Tenant
+    # isolation with real tasks: tests/api/test_graph_delegated.py.
+    "delegatedTasks": Case(q("{delegatedTasks(first:5){nodes{id}}}"), SIGNED_IN),
+    "lockDelegatedTask": Case(q("mutation($i:ID!){lockDelegatedTask(id:$i){token}}",
+                                lambda m, o: {"i": str(uuid.uuid4())}),
+                              "NF/NF NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA"),
+    "completeDelegatedTask": Case(q("mutation($t:String!){completeDelegatedTask(token:$t)"
+                                    "{state}}", lambda m, o: {"t": "B" * 43}),
+                                  "NF/NF NF/NF NF/NF NF/NF NF/NF NF/NF NF/NF"),
     # Issue 15 operations: admin or operator of the namespace (a reader's role: FORBIDDEN).
     # The bulk filters match nothing (no world instance is touched); a batch is visible to
     # its creator (here the system admin) only.
