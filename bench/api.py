@@ -69,7 +69,7 @@ COUNTER = {
         "close": {"label": "Close", "from": "open", "to": "closed"},
     },
 }
-ACT = 'mutation($i:String!){performAction(instance:$i,action:"bump"){duplicate}}'
+ACT = 'mutation($i:ID!){performAction(instance:$i,action:"bump"){duplicate}}'
 SUBMIT = (
     "mutation($e:JSON!,$s:String!,$k:String!)"
     "{submitEvent(event:$e,signature:$s,signer:$k){duplicate}}"

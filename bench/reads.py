@@ -58,7 +58,7 @@ from stateward.settings import Settings
 SEARCH = """{ instances(filter: {data: [{path: "customer", op: EQ, value: "c42"}]},
   orderBy: {field: CREATED, direction: DESC}, first: 20) {
   totalCount nodes { instanceId state { key } data updatedAt } } }"""
-EVENTS = """query($p:String!,$a:String){ events(process:$p, first:100, after:$a) {
+EVENTS = """query($p:ID!,$a:String){ events(process:$p, first:100, after:$a) {
   pageInfo { hasNextPage endCursor } nodes { id processId seq action workflow actor signer
   ts nonce input signature hash prevHash recordedAt envelope } } }"""
 NOTE = {
@@ -175,7 +175,7 @@ async def run(url: str, quick: bool) -> dict[str, Any]:
         n_events = 200 if quick else 1000
         started = await gql('mutation{startInstance(workflow:"bench/reads/case"){instanceId}}')
         pid = started["startInstance"]["instanceId"]
-        act = """mutation($i:String!,$t:String!){performAction(instance:$i,action:"note",
+        act = """mutation($i:ID!,$t:String!){performAction(instance:$i,action:"note",
           input:{text:$t}){duplicate}}"""
         for n in range(n_events - 1):
             await gql(act, {"i": pid, "t": f"n{n}"})

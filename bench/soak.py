@@ -99,7 +99,7 @@ START_PUBLIC = """mutation($w:String!,$d:JSON){startPublic(workflow:$w,data:$d){
   view{state{key}}}}"""
 ADVANCE_PUBLIC = """mutation($t:String!,$a:String!,$i:JSON,$k:String){advancePublic(token:$t,
   action:$a,input:$i,idempotencyKey:$k){state{key} status}}"""
-BUMP = """mutation($i:String!,$k:String){performAction(instance:$i,action:"bump",
+BUMP = """mutation($i:ID!,$k:String){performAction(instance:$i,action:"bump",
   idempotencyKey:$k){duplicate event{seq}}}"""
 SUBMIT = """mutation($e:JSON!,$s:String!,$g:String!){submitEvent(event:$e,signature:$s,signer:$g)
   {duplicate event{seq}}}"""
@@ -401,7 +401,7 @@ class Soak:
             "mutation($w:String!,$k:String){startInstance(workflow:$w,idempotencyKey:$k)"
             "{instanceId}}"
         )
-        act = ('mutation($i:String!,$a:String!,$k:String){performAction(instance:$i,action:$a,'
+        act = ('mutation($i:ID!,$a:String!,$k:String){performAction(instance:$i,action:$a,'
                "idempotencyKey:$k){duplicate}}")  # fmt: skip
         async with httpx.AsyncClient(timeout=30, headers=self._auth) as http:
             n = 0

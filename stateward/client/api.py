@@ -353,7 +353,7 @@ class Client:
     async def _workflow_of(self, instance: str) -> str:
         if instance not in self._workflows:
             data = await self.query(
-                "query($i: String!) { instance(id: $i) { workflowPath } }", {"i": instance}
+                "query($i: ID!) { instance(id: $i) { workflowPath } }", {"i": instance}
             )
             self._workflows[instance] = data["instance"]["workflowPath"]
         return self._workflows[instance]

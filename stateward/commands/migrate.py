@@ -23,7 +23,7 @@ from stateward.commands.validate import format_finding
 from stateward.domain.errors import DomainError, Problem
 from stateward.governance.keys import read_key_file
 
-MUTATION = """mutation($i:String!,$v:Int!,$m:JSON,$u:JSON,$d:Boolean!){
+MUTATION = """mutation($i:ID!,$v:Int!,$m:JSON,$u:JSON,$d:Boolean!){
   migrateInstance(instance:$i,toVersion:$v,stateMap:$m,mutate:$u,dryRun:$d){
     plan{instanceId workflowPath fromVersion toVersion fromState toState assignmentsKept
          assignmentsCancelled assignmentOpened timersCancelled{id action key}

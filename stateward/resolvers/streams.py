@@ -185,10 +185,17 @@ async def instance_updated(info: Info, ident: str) -> AsyncGenerator[ProcessReco
             raise policy.not_found("instance")
         return True
 
-    async for _payload in stream(info, StreamFilter(instance=pid), None, readable):
-        fresh = await queries.get_process(rt, pid)
-        if fresh is None:
+    # One event of the log may publish several bus messages (action, transition,
+    # assignment...), all with its `seq`: each log position is sent once.
+    sent = record.seq
+    async for payload in stream(info, StreamFilter(instance=pid), None, readable):
+        seq = payload.get("seq")
+        if isinstance(seq, int) and seq <= sent:
             continue
+        fresh = await queries.get_process(rt, pid)
+        if fresh is None or fresh.seq <= sent:
+            continue
+        sent = fresh.seq
         info.context.loaders["graph"] = Loaders(rt)  # nested fields must not read stale rows
         yield fresh
 

@@ -134,7 +134,7 @@ class EventFilter:
     types: list[str] | None = None
     namespace: str | None = None
     workflow: str | None = None
-    instance: str | None = None
+    instance: strawberry.ID | None = None
     team: str | None = None
 
 

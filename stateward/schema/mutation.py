@@ -198,7 +198,7 @@ class Mutation:
         info: Info,
         workflow: str,
         data: JSON | None = None,
-        id: str | None = None,
+        id: strawberry.ID | None = None,
         metadata: JSON | None = None,
     ) -> Instance:
         record = await writes.start_instance(info, workflow, data, id, metadata)
@@ -206,27 +206,27 @@ class Mutation:
 
     @strawberry.mutation
     async def perform_action(
-        self, info: Info, instance: str, action: str, input: JSON | None = None
+        self, info: Info, instance: strawberry.ID, action: str, input: JSON | None = None
     ) -> ActionResult:
         result = await writes.perform_action(info, instance, action, input)
         return ActionResult.from_domain(result)
 
     @strawberry.mutation
-    async def advance(self, info: Info, instance: str, input: JSON | None = None) -> ActionResult:
+    async def advance(self, info: Info, instance: strawberry.ID, input: JSON | None = None) -> ActionResult:
         return ActionResult.from_domain(await writes.advance(info, instance, input))
 
     @strawberry.mutation
     async def cancel_instance(
-        self, info: Info, instance: str, reason: str | None = None
+        self, info: Info, instance: strawberry.ID, reason: str | None = None
     ) -> ActionResult:
         return ActionResult.from_domain(await writes.cancel_instance(info, instance, reason))
 
     @strawberry.mutation
-    async def claim_assignment(self, info: Info, id: str) -> Assignment:
+    async def claim_assignment(self, info: Info, id: strawberry.ID) -> Assignment:
         return Assignment.from_record(await kernel.claim(info, id))
 
     @strawberry.mutation
-    async def unclaim_assignment(self, info: Info, id: str) -> Assignment:
+    async def unclaim_assignment(self, info: Info, id: strawberry.ID) -> Assignment:
         return Assignment.from_record(await kernel.unclaim(info, id))
 
     @strawberry.mutation(
@@ -235,7 +235,7 @@ class Mutation:
         "event. The action's input gets `reviewData` unless `input` sets it."
     )
     async def complete_assignment(
-        self, info: Info, id: str, review_data: JSON | None = None, action: str | None = None,
+        self, info: Info, id: strawberry.ID, review_data: JSON | None = None, action: str | None = None,
         input: JSON | None = None,
     ) -> Assignment:  # fmt: skip
         done = await kernel.complete(info, id, review_data, action, input)
@@ -265,11 +265,11 @@ class Mutation:
         return len(await kernel.mark_notifications_read(info, [str(i) for i in ids]))
 
     @strawberry.mutation
-    async def cancel_assignment(self, info: Info, id: str) -> Assignment:
+    async def cancel_assignment(self, info: Info, id: strawberry.ID) -> Assignment:
         return Assignment.from_record(await kernel.cancel(info, id))
 
     @strawberry.mutation
-    async def issue_entry_token(self, info: Info, instance: str) -> str:
+    async def issue_entry_token(self, info: Info, instance: strawberry.ID) -> str:
         return await kernel.issue_entry_token(info, instance)
 
     @strawberry.mutation(description="Start a workflow whose initial state is public.")
@@ -421,7 +421,7 @@ class Mutation:
         "event; `dryRun` returns the plan (with its problems) and writes nothing."
     )
     async def migrate_instance(
-        self, info: Info, instance: str, to_version: int, state_map: JSON | None = None,
+        self, info: Info, instance: strawberry.ID, to_version: int, state_map: JSON | None = None,
         mutate: JSON | None = None, dry_run: bool = False,
     ) -> MigrationResult:  # fmt: skip
         result = await operations.migrate(info, instance, to_version, state_map, mutate, dry_run)

@@ -146,7 +146,7 @@ class Query:
         return Connection.of(page, Workflow.from_version)
 
     @strawberry.field(description="An instance by UUID or node id.")
-    async def instance(self, info: Info, id: str) -> Instance:
+    async def instance(self, info: Info, id: strawberry.ID) -> Instance:
         return Instance.from_record(await reads.instance(info, id))
 
     @strawberry.field(
@@ -242,7 +242,7 @@ class Query:
 
     @strawberry.field(description="A process's signed log (instance or registry), by seq.")
     async def events(
-        self, info: Info, process: str, first: int | None = None, after: str | None = None
+        self, info: Info, process: strawberry.ID, first: int | None = None, after: str | None = None
     ) -> Connection[Event]:
         page = await reads.process_events(info, process, first, after)
         return Connection.of(page, Event.from_record)
@@ -304,7 +304,7 @@ class Query:
         return PublicView.from_domain(await kernel.public_entry(info, token))
 
     @strawberry.field(description="Re-check signatures, hash chain and replay of a process.")
-    async def verify_process(self, info: Info, id: str) -> Verification:
+    async def verify_process(self, info: Info, id: strawberry.ID) -> Verification:
         return Verification.from_domain(await reads.verify_process(info, id))
 
     @strawberry.field(
@@ -336,7 +336,7 @@ class Query:
     @strawberry.field(description="RFC 9162 inclusion proof of event `seq` of `process` in "
                       "the tree of `size` leaves (default: the current tree).")  # fmt: skip
     async def event_proof(
-        self, info: Info, process: str, seq: int, size: int | None = None
+        self, info: Info, process: strawberry.ID, seq: int, size: int | None = None
     ) -> InclusionProof:
         return InclusionProof.from_domain(await log.event_proof(info, process, seq, size))
 

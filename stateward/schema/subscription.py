@@ -28,7 +28,7 @@ class Subscription:
             yield BusEvent.shared(payload)
 
     @strawberry.subscription(description="The instance after each of its events.")
-    async def instance_updated(self, info: Info, id: str) -> AsyncGenerator[Instance]:
+    async def instance_updated(self, info: Info, id: strawberry.ID) -> AsyncGenerator[Instance]:
         async for record in streams.instance_updated(info, id):
             yield Instance.from_record(record)
 

@@ -23,8 +23,8 @@ from stateward.runtime.core.commands import sign_as
 from stateward.runtime.core.ops_support import system_act
 
 SCORING = "def score(ctx):\n    return {'score': 1}\n"
-ASSIGNMENTS = "query($i:String!){instance(id:$i){assignments{edges{node{assignmentId}}}}}"
-CLAIM = "mutation($i:String!){claimAssignment(id:$i){status}}"
+ASSIGNMENTS = "query($i:ID!){instance(id:$i){assignments{edges{node{assignmentId}}}}}"
+CLAIM = "mutation($i:ID!){claimAssignment(id:$i){status}}"
 #: Actor classes, in the order of the expectation strings.
 ACTORS = ("system", "tenant_admin", "member", "other_member", "no_grant", "anonymous", "visitor")
 

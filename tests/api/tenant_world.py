@@ -65,7 +65,7 @@ class World:
 
 
 START = "mutation($w:String!,$d:JSON){startInstance(workflow:$w,data:$d){instanceId}}"
-ACT = """mutation($i:String!,$a:String!,$in:JSON){performAction(instance:$i,action:$a,
+ACT = """mutation($i:ID!,$a:String!,$in:JSON){performAction(instance:$i,action:$a,
   input:$in){instance{instanceId data} event{seq}}}"""
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){path}}"
 

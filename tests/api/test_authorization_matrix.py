@@ -122,13 +122,13 @@ async def _perform(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]
 
 
 async def _advance(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
-    return "mutation($i:String!){advance(instance:$i){event{seq}}}", {
+    return "mutation($i:ID!){advance(instance:$i){event{seq}}}", {
         "i": await m.fresh_instance(obj)
     }
 
 
 async def _cancel(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
-    return "mutation($i:String!){cancelInstance(instance:$i){event{seq}}}", {
+    return "mutation($i:ID!){cancelInstance(instance:$i){event{seq}}}", {
         "i": await m.fresh_instance(obj)
     }
 
@@ -136,7 +136,7 @@ async def _cancel(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]
 async def _migrate(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
     # a dry run: the refusal of a version that does not exist is part of the plan, so an
     # allowed caller gets data and the roles are all that is tested here
-    query = """mutation($i:String!){migrateInstance(instance:$i,toVersion:99,dryRun:true){
+    query = """mutation($i:ID!){migrateInstance(instance:$i,toVersion:99,dryRun:true){
       plan{valid problems{code}}}}"""
     return query, {"i": await m.fresh_instance(obj)}
 
@@ -145,7 +145,7 @@ async def _entry(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
     # entry tokens exist only for workflows with a public state: the tenant's public form
     started = await m.api.ok("mutation($w:String!){startInstance(workflow:$w){instanceId}}",
                              {"w": f"{ns(m, obj)}/form"})  # fmt: skip
-    return "mutation($i:String!){issueEntryToken(instance:$i)}", {
+    return "mutation($i:ID!){issueEntryToken(instance:$i)}", {
         "i": started["startInstance"]["instanceId"]
     }
 
@@ -153,7 +153,7 @@ async def _entry(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
 def _assignment(mutation: str, claimed: bool, extra: str = "") -> Prepare:
     async def prepare(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
         aid = await m.fresh_assignment(obj, claim_by_member=claimed)
-        return f"mutation($i:String!){{{mutation}(id:$i{extra}){{status}}}}", {"i": aid}
+        return f"mutation($i:ID!){{{mutation}(id:$i{extra}){{status}}}}", {"i": aid}
 
     return prepare
 
@@ -312,7 +312,7 @@ EXPECTED: dict[str, Case] = {
                        lambda m, o: {"p": m.tenant(o).path}), READ),
     "workflows": Case(q("{workflows(first:100){edges{node{path}}}}"), LISTED,
                       lambda d, m, o: m.tenant(o).path in text_of(d)),
-    "instance": Case(q("query($i:String!){instance(id:$i){data}}",
+    "instance": Case(q("query($i:ID!){instance(id:$i){data}}",
                        lambda m, o: {"i": m.tenant(o).instance}), READ),
     "instances": Case(q("{instances(first:100){edges{node{instanceId}}}}"), LISTED,
                       lambda d, m, o: m.tenant(o).instance in text_of(d)),
@@ -321,7 +321,7 @@ EXPECTED: dict[str, Case] = {
     "myAssignments": Case(q("{myAssignments(first:100){edges{node{assignmentId}}}}"),
                           "--/-- --/-- ok/-- --/ok --/-- UA/UA UA/UA",
                           lambda d, m, o: m.tenant(o).extra["assignment"] in text_of(d)),
-    "events": Case(q("query($i:String!){events(process:$i){edges{node{seq}}}}",
+    "events": Case(q("query($i:ID!){events(process:$i){edges{node{seq}}}}",
                      lambda m, o: {"i": m.tenant(o).instance}), READ),
     "notifications": Case(q("{notifications(first:100){edges{node{notificationId}}}}"),
                           "--/-- --/-- ok/-- --/ok --/-- UA/UA UA/UA",
@@ -348,7 +348,7 @@ EXPECTED: dict[str, Case] = {
     "publicEntry": Case(q("query($t:String!){publicEntry(token:$t){status}}",
                           lambda m, o: {"t": m.visitor_token if o == "acme" else "A" * 43}),
                         TOKEN),
-    "verifyProcess": Case(q("query($i:String!){verifyProcess(id:$i){valid}}",
+    "verifyProcess": Case(q("query($i:ID!){verifyProcess(id:$i){valid}}",
                             lambda m, o: {"i": m.tenant(o).instance}), READ),
     "exportPackage": Case(q("query($n:String!){exportPackage(namespace:$n)}",
                             lambda m, o: {"n": ns(m, o)}), READ),
@@ -359,7 +359,7 @@ EXPECTED: dict[str, Case] = {
     # instance data): any signed-in caller; an inclusion proof names an event: the read rule.
     "checkpoint": Case(q("{checkpoint{__typename}}"), SIGNED_IN),
     "checkpoints": Case(q("{checkpoints{edges{cursor}}}"), SIGNED_IN),
-    "eventProof": Case(q("query($p:String!){eventProof(process:$p,seq:1){__typename}}",
+    "eventProof": Case(q("query($p:ID!){eventProof(process:$p,seq:1){__typename}}",
                          lambda m, o: {"p": m.tenant(o).instance}), READ),
     "consistencyProof": Case(q("{consistencyProof(from:1){__typename}}"), SIGNED_IN),
     # -------------------------------------------------------------- mutations
@@ -458,7 +458,7 @@ EXPECTED: dict[str, Case] = {
     # ---------------------------------------------------------- subscriptions
     "events@sub": Case(q("subscription($n:String!){events(filter:{namespace:$n}){type}}",
                          lambda m, o: {"n": ns(m, o)}), READ, trigger=_note),
-    "instanceUpdated": Case(q("subscription($i:String!){instanceUpdated(id:$i){seq}}",
+    "instanceUpdated": Case(q("subscription($i:ID!){instanceUpdated(id:$i){seq}}",
                               lambda m, o: {"i": m.tenant(o).instance}), READ, trigger=_note),
     "batchOperation@sub": Case(_on_batch("subscription($i:ID!){batchOperation(id:$i){status}}"),
                                "ok/ok NF/NF NF/NF NF/NF NF/NF UA/UA UA/UA", trigger=_batch_done),

@@ -125,7 +125,7 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
             gql(
                 server.url,
                 token,
-                'mutation($i: String!, $f: JSON) { performAction(instance: $i, action: "open",'
+                'mutation($i: ID!, $f: JSON) { performAction(instance: $i, action: "open",'
                 " input: {fields: $f}) { duplicate } }",
                 {"i": instance, "f": TICKET_FIELDS},
             )

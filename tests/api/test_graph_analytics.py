@@ -26,8 +26,8 @@ DESK: dict[str, Any] = {
 }
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = 'mutation{startInstance(workflow:"ops/desk/ticket"){instanceId}}'
-DO = "mutation($i:String!,$a:String!){performAction(instance:$i,action:$a){duplicate}}"
-CANCEL = "mutation($i:String!){cancelInstance(instance:$i){duplicate}}"
+DO = "mutation($i:ID!,$a:String!){performAction(instance:$i,action:$a){duplicate}}"
+CANCEL = "mutation($i:ID!){cancelInstance(instance:$i){duplicate}}"
 ANALYTICS = """query($p:String,$f:DateTime,$t:DateTime){workflow(path:"ops/desk/ticket"){
   analytics(period:$p, from:$f, to:$t){
     workflow version from to started

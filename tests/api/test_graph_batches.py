@@ -10,7 +10,7 @@ from stateward.runtime.batches import bulk
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){duplicate}}"""
 BATCH = """{id kind filter params status total succeeded failed createdBy createdAt finishedAt
   errors(first:10){totalCount edges{node{instanceId code message}}}}"""

@@ -11,7 +11,7 @@ DEPLOY = """mutation($d: JSON!) { addWorkflow(definition: $d) {
 } }"""
 START = """mutation($w: String!, $d: JSON) { startInstance(workflow: $w, data: $d) {
   id instanceId status state { key } } }"""
-PERFORM = """mutation($i: String!, $a: String!, $in: JSON) {
+PERFORM = """mutation($i: ID!, $a: String!, $in: JSON) {
   performAction(instance: $i, action: $a, input: $in) {
     duplicate instance { status data state { key } } event { seq action actor signer } } }"""
 
@@ -38,7 +38,7 @@ async def test_a_bearer_caller_deploys_starts_performs_and_reads_the_events(api:
     assert result["event"]["actor"] == api.admin.public
     assert result["event"]["signer"] == api.runtime.node_public
     events = await api.ok(
-        "query($p:String!){events(process:$p){edges{cursor node{seq action}}"
+        "query($p:ID!){events(process:$p){edges{cursor node{seq action}}"
         " pageInfo{hasNextPage}}}",
         {"p": instance["instanceId"]},
     )

@@ -15,8 +15,8 @@ UPDATE = "mutation($d:JSON!){updateWorkflow(definition:$d){version hash}}"
 VALIDATE = "query($d:JSON!){validateWorkflow(definition:$d){valid errors{code pointer}}}"
 GRANT = """mutation($n:String!,$a:String!){grantRole(namespace:$n,actor:$a,roles:["x"]){
   namespace}}"""
-START = """mutation($w:String!,$i:String){startInstance(workflow:$w,id:$i){instanceId}}"""
-EVENTS = "query($p:String!){events(process:$p,first:100){edges{node{seq action}}}}"
+START = """mutation($w:String!,$i:ID){startInstance(workflow:$w,id:$i){instanceId}}"""
+EVENTS = "query($p:ID!){events(process:$p,first:100){edges{node{seq action}}}}"
 ROTATE = "mutation($k:String!){rotateKey(newKey:$k){event{action actor} duplicate}}"
 REVOKE = "mutation($k:String!){revokeKey(key:$k){event{action actor input}}}"
 

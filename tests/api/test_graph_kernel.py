@@ -30,7 +30,7 @@ async def _in_review(api: Api) -> str:
     await api.ok(DEPLOY, {"d": loan()})
     inst = await api.ok('mutation{startInstance(workflow:"acme/loans/loan"){id}}')
     pid = inst["startInstance"]["id"]
-    await api.ok("mutation($i:String!){performAction(instance:$i,action:\"submit\","
+    await api.ok("mutation($i:ID!){performAction(instance:$i,action:\"submit\","
                  "input:{fields:{amount:5}}){duplicate}}", {"i": pid})  # fmt: skip
     return str(pid)
 
@@ -42,7 +42,7 @@ async def test_an_analyst_claims_from_the_team_queue_and_a_second_claim_loses(ap
     queue = (await api.ok(QUEUE, {"t": "analyst"}, token=ann))["assignments"]["edges"]
     assert len(queue) == 1 and queue[0]["node"]["state"] == "review"
     ident = queue[0]["node"]["id"]
-    claim = "mutation($i:String!){claimAssignment(id:$i){status assignee}}"
+    claim = "mutation($i:ID!){claimAssignment(id:$i){status assignee}}"
     claimed = (await api.ok(claim, {"i": ident}, token=ann))["claimAssignment"]
     assert claimed == {"status": "claimed", "assignee": ann_key.public}
     lost = await api.gql(claim, {"i": ident}, token=bob)
@@ -63,16 +63,16 @@ async def test_completing_an_assignment_records_the_review_and_performs_the_acti
     _, boss = await api.user("acme", "analyst", "manager")
     queue = (await api.ok(QUEUE, {"t": "analyst"}, token=boss))["assignments"]["edges"]
     ident = queue[0]["node"]["assignmentId"]
-    await api.ok("mutation($i:String!){claimAssignment(id:$i){status}}", {"i": ident}, token=boss)
+    await api.ok("mutation($i:ID!){claimAssignment(id:$i){status}}", {"i": ident}, token=boss)
     done = await api.ok(
-        "mutation($i:String!){completeAssignment(id:$i,reviewData:{ok:true},action:\"approve\")"
+        "mutation($i:ID!){completeAssignment(id:$i,reviewData:{ok:true},action:\"approve\")"
         "{status reviewData instance{status state{key}}}}",
         {"i": ident}, token=boss,
     )  # fmt: skip
     result = done["completeAssignment"]
     assert result["status"] == "completed" and result["reviewData"] == {"ok": True}
     assert result["instance"] == {"status": "completed", "state": {"key": "approved"}}
-    inst = await api.ok("query($i:String!){instance(id:$i){terminal}}", {"i": pid}, token=boss)
+    inst = await api.ok("query($i:ID!){instance(id:$i){terminal}}", {"i": pid}, token=boss)
     assert inst["instance"]["terminal"] is True
 
 
@@ -81,14 +81,14 @@ async def test_completing_an_assignment_passes_the_actions_input(api: Api) -> No
     _, boss = await api.user("acme", "analyst", "manager")
     queue = (await api.ok(QUEUE, {"t": "analyst"}, token=boss))["assignments"]["edges"]
     ident = queue[0]["node"]["id"]
-    await api.ok("mutation($i:String!){claimAssignment(id:$i){status}}", {"i": ident}, token=boss)
-    complete = """mutation($i:String!,$in:JSON){completeAssignment(id:$i,reviewData:{ok:1},
+    await api.ok("mutation($i:ID!){claimAssignment(id:$i){status}}", {"i": ident}, token=boss)
+    complete = """mutation($i:ID!,$in:JSON){completeAssignment(id:$i,reviewData:{ok:1},
       action:"note",input:$in){status}}"""
     bad = await api.gql(complete, {"i": ident, "in": [1]}, token=boss)
     assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
     done = await api.ok(complete, {"i": ident, "in": {"text": "looks fine"}}, token=boss)
     assert done["completeAssignment"]["status"] == "completed"
-    inst = await api.ok("query($i:String!){instance(id:$i){data}}", {"i": pid}, token=boss)
+    inst = await api.ok("query($i:ID!){instance(id:$i){data}}", {"i": pid}, token=boss)
     assert inst["instance"]["data"]["notes"] == ["looks fine"]
 
 

@@ -13,7 +13,7 @@ START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'
 CHECKPOINT = "{checkpoint{net size root ts signer signature json}}"
 CHECKPOINTS = """query($f:Int,$a:String){checkpoints(first:$f,after:$a){
   edges{cursor node{size root}} pageInfo{hasNextPage endCursor}}}"""
-PROOF = """query($p:String!,$s:Int!,$n:Int){eventProof(process:$p,seq:$s,size:$n){
+PROOF = """query($p:ID!,$s:Int!,$n:Int){eventProof(process:$p,seq:$s,size:$n){
   process seq index size leaf root path}}"""
 CONSISTENCY = """query($a:Int!,$b:Int){consistencyProof(from:$a,to:$b){
   first second firstRoot secondRoot path}}"""

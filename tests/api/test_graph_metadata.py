@@ -7,7 +7,7 @@ from graph_stack import Api, loan
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = """mutation($m:JSON){startInstance(workflow:"acme/loans/loan", data:{amount:5},
   metadata:$m){instanceId data metadata}}"""
-READ = "query($i:String!){instance(id:$i){metadata data}}"
+READ = "query($i:ID!){instance(id:$i){metadata data}}"
 
 
 async def test_metadata_is_given_at_start_and_read_apart_from_the_data(api: Api) -> None:

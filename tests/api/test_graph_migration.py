@@ -9,15 +9,15 @@ from graph_stack import Api, loan
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 UPDATE = "mutation($d:JSON!){updateWorkflow(definition:$d){version}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId id}}'
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){duplicate}}"""
-MIGRATE = """mutation($i:String!,$v:Int!,$m:JSON,$u:JSON,$d:Boolean!){
+MIGRATE = """mutation($i:ID!,$v:Int!,$m:JSON,$u:JSON,$d:Boolean!){
   migrateInstance(instance:$i,toVersion:$v,stateMap:$m,mutate:$u,dryRun:$d){
     plan{instanceId workflowPath fromVersion toVersion fromState toState assignmentsKept
          assignmentsCancelled assignmentOpened timersCancelled{id action key} slaDueAt
          valid problems{code message pointer}}
     instance{instanceId version state{key} data}}}"""
-VERIFY = "query($i:String!){verifyProcess(id:$i){valid}}"
+VERIFY = "query($i:ID!){verifyProcess(id:$i){valid}}"
 
 
 def _code(body: dict[str, Any]) -> str:

@@ -14,14 +14,14 @@ from stateward.runtime.sweeps import sla
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){duplicate}}"""
 QUEUE = """query($t:String!){assignments(team:$t){edges{node{assignmentId status}}}}"""
-CANCEL = """mutation($i:String!){cancelInstance(instance:$i,reason:"no longer needed"){
+CANCEL = """mutation($i:ID!){cancelInstance(instance:$i,reason:"no longer needed"){
   duplicate event{action actor} instance{status terminal assignments{edges{node{status}}}}}}"""
-CLAIM = "mutation($i:String!){claimAssignment(id:$i){status assignee}}"
-UNCLAIM = "mutation($i:String!){unclaimAssignment(id:$i){status assignee}}"
-CANCEL_ASSIGNMENT = "mutation($i:String!){cancelAssignment(id:$i){status cancelledAt}}"
+CLAIM = "mutation($i:ID!){claimAssignment(id:$i){status assignee}}"
+UNCLAIM = "mutation($i:ID!){unclaimAssignment(id:$i){status assignee}}"
+CANCEL_ASSIGNMENT = "mutation($i:ID!){cancelAssignment(id:$i){status cancelledAt}}"
 MODULE = """mutation($n:String!,$m:String!,$s:String!){%s(namespace:$n,name:$m,source:$s){
   modules{name version hash}}}"""
 RULES_V1 = "def decide(ctx):\n    return {}\n"
@@ -84,7 +84,7 @@ async def test_an_entry_token_issued_for_a_started_instance_opens_its_public_vie
     await api.ok(DEPLOY, {"d": SIGNUP})
     started = await api.ok('mutation{startInstance(workflow:"acme/web/signup"){instanceId}}')
     pid = started["startInstance"]["instanceId"]
-    issue = "mutation($i:String!){issueEntryToken(instance:$i)}"
+    issue = "mutation($i:ID!){issueEntryToken(instance:$i)}"
     first = (await api.ok(issue, {"i": pid}))["issueEntryToken"]
     view = "query($t:String!){publicEntry(token:$t){state{key total} status}}"
     seen = await api.ok(view, {"t": first}, token=None)

@@ -8,7 +8,7 @@ from graph_stack import Api, loan
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id version}}"
 START = "mutation($w:String!){startInstance(workflow:$w){id instanceId}}"
-PERFORM = """mutation($i:String!,$a:String!,$in:JSON){performAction(instance:$i,action:$a,input:$in)
+PERFORM = """mutation($i:ID!,$a:String!,$in:JSON){performAction(instance:$i,action:$a,input:$in)
   { event { id seq } instance { id } }}"""
 
 
@@ -28,7 +28,7 @@ async def test_reads_are_limited_to_namespaces_where_the_viewer_has_a_role(api: 
     assert [e["node"]["instanceId"] for e in listed["instances"]["edges"]] == [acme["instanceId"]]
     everything = await api.ok("{instances{edges{node{instanceId}}}}")
     assert len(everything["instances"]["edges"]) == 2
-    hidden = await api.gql("query($i:String!){instance(id:$i){id}}",
+    hidden = await api.gql("query($i:ID!){instance(id:$i){id}}",
                            {"i": globex["instanceId"]}, token=token)  # fmt: skip
     assert hidden["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     spaces = await api.ok("{namespaces}", token=token)
@@ -43,7 +43,7 @@ async def test_node_refetches_every_node_type(api: Api) -> None:
     wf = (await api.ok(DEPLOY, {"d": loan()}))["addWorkflow"]
     inst = await _submitted(api)
     data = await api.ok(
-        """query($i:String!){ instance(id:$i) {
+        """query($i:ID!){ instance(id:$i) {
              state { id } workflow { id actions { id } }
              assignments { edges { node { id } } } }
            registry(namespace:"acme/loans") { id } }""",
@@ -66,8 +66,8 @@ async def test_node_refetches_every_node_type(api: Api) -> None:
 async def test_instance_and_uuid_ids_are_interchangeable(api: Api) -> None:
     await api.ok(DEPLOY, {"d": loan()})
     inst = await _submitted(api)
-    by_uuid = await api.ok("query($i:String!){instance(id:$i){id}}", {"i": inst["instanceId"]})
-    by_node = await api.ok("query($i:String!){instance(id:$i){instanceId}}", {"i": inst["id"]})
+    by_uuid = await api.ok("query($i:ID!){instance(id:$i){id}}", {"i": inst["instanceId"]})
+    by_node = await api.ok("query($i:ID!){instance(id:$i){instanceId}}", {"i": inst["id"]})
     assert by_uuid["instance"]["id"] == inst["id"]
     assert by_node["instance"]["instanceId"] == inst["instanceId"]
 
@@ -75,7 +75,7 @@ async def test_instance_and_uuid_ids_are_interchangeable(api: Api) -> None:
 async def test_available_actions_follow_role_state_and_guard(api: Api) -> None:
     await api.ok(DEPLOY, {"d": loan()})
     inst = await _submitted(api)
-    query = "query($i:String!){instance(id:$i){availableActions{key}}}"
+    query = "query($i:ID!){instance(id:$i){availableActions{key}}}"
     _, analyst = await api.user("acme", "analyst")
     _, manager = await api.user("acme", "manager")
     keys = lambda d: [a["key"] for a in d["instance"]["availableActions"]]  # noqa: E731
@@ -125,6 +125,6 @@ async def test_a_workflow_shows_versions_and_its_instances(api: Api) -> None:
 async def test_verify_process_checks_the_log(api: Api) -> None:
     await api.ok(DEPLOY, {"d": loan()})
     inst = await _submitted(api)
-    query = "query($i:String!){verifyProcess(id:$i){valid eventsChecked problems{code}}}"
+    query = "query($i:ID!){verifyProcess(id:$i){valid eventsChecked problems{code}}}"
     data = await api.ok(query, {"i": inst["id"]})
     assert data["verifyProcess"] == {"valid": True, "eventsChecked": 2, "problems": []}

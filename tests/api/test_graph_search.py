@@ -10,7 +10,7 @@ from graph_stack import Api, loan
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id version}}"
 START = "mutation($w:String!){startInstance(workflow:$w){id instanceId}}"
-SUBMIT = """mutation($i:String!,$in:JSON){performAction(instance:$i,action:"submit",input:$in)
+SUBMIT = """mutation($i:ID!,$in:JSON){performAction(instance:$i,action:"submit",input:$in)
   { instance { id } }}"""
 SEARCH = """query($f:InstanceFilter,$o:InstanceOrder,$first:Int,$after:String,$last:Int,
   $before:String){ instances(filter:$f,orderBy:$o,first:$first,after:$after,last:$last,

@@ -13,7 +13,7 @@ import websockets
 from graph_stack import Api, loan
 
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){id instanceId}}'
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){event{seq}}}"""
 FLOW = {"workflow": "acme/loans/loan", "types": ["workflow.started", "workflow.advanced"]}
 EVENTS = """subscription($f:EventFilter,$a:String){events(filter:$f,after:$a){
@@ -111,12 +111,13 @@ async def test_resuming_after_a_cursor_replays_then_goes_live_without_duplicates
         live = (await sock.next())["events"]
         assert live["type"] == "workflow.started" and live["instanceId"] == third["instanceId"]
         cursors = [e["cursor"] for e in [*backlog, live]]
-        assert cursors == sorted(set(cursors))
+        assert all(isinstance(c, str) and c.isdigit() for c in cursors)
+        assert [int(c) for c in cursors] == sorted({int(c) for c in cursors})
     finally:
         await sock.close()
     resumed = await Socket.open(ws_url, api.admin_token)
     try:
-        await resumed.subscribe(EVENTS, {"f": FLOW, "a": str(cursor)})
+        await resumed.subscribe(EVENTS, {"f": FLOW, "a": cursor})  # as received
         again = [(await resumed.next())["events"]["cursor"] for _ in range(3)]
         assert again == cursors[2:]
     finally:
@@ -147,7 +148,7 @@ async def test_instance_updated_yields_the_instance_after_each_event(api: Api, w
     sock = await Socket.open(ws_url, api.admin_token)
     try:
         await sock.subscribe(
-            "subscription($i:String!){instanceUpdated(id:$i){seq state{key} lastEvents(count:1)"
+            "subscription($i:ID!){instanceUpdated(id:$i){seq state{key} lastEvents(count:1)"
             "{action}}}",
             {"i": inst["id"]},
         )
@@ -155,6 +156,9 @@ async def test_instance_updated_yields_the_instance_after_each_event(api: Api, w
         await api.ok(SUBMIT, {"i": inst["id"]})
         got = (await sock.next())["instanceUpdated"]
         assert got == {"seq": 2, "state": {"key": "review"}, "lastEvents": [{"action": "submit"}]}
+        # The submit published several bus messages (advanced, assigned): one snapshot.
+        with pytest.raises(TimeoutError):
+            await sock.next(timeout=1.0)
     finally:
         await sock.close()
 

@@ -68,7 +68,7 @@ async def test_the_visitor_never_reads_an_internal_state(api: Api) -> None:
     assert (await visitor(SEE, {"t": token}))["data"]["publicEntry"]["status"] == "processing"
 
     pid = await _instance_of(api)
-    await api.ok('mutation($i:String!){performAction(instance:$i,action:"approve"){duplicate}}',
+    await api.ok('mutation($i:ID!){performAction(instance:$i,action:"approve"){duplicate}}',
                  {"i": pid})  # fmt: skip
     confirm = (await visitor(SEE, {"t": token}))["data"]["publicEntry"]
     assert (confirm["state"]["key"], confirm["active"], confirm["data"]) == (
@@ -117,7 +117,7 @@ async def test_entry_eligibility_is_any_public_state(api: Api) -> None:
     }  # fmt: skip
     # a team-initial workflow issues entry tokens; a loan (no public state) does not
     started = await api.ok('mutation{startInstance(workflow:"acme/web/later"){instanceId}}')
-    issue = "mutation($i:String!){issueEntryToken(instance:$i)}"
+    issue = "mutation($i:ID!){issueEntryToken(instance:$i)}"
     token = await api.ok(issue, {"i": started["startInstance"]["instanceId"]})
     view = (await api.ok(SEE, {"t": token["issueEntryToken"]}, token=None))["publicEntry"]
     assert (view["state"]["key"], view["status"]) == ("intake", "processing")

@@ -24,7 +24,7 @@ DELIVERIES = """query($n:String!,$s:String,$f:Int,$a:String){
     pageInfo{hasNextPage hasPreviousPage}}}"""
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){duplicate}}"""
 
 

@@ -24,7 +24,7 @@ DELIVERIES = """query($n:String!){webhookDeliveries(namespace:$n){
   edges{node{namespace url eventType status payload}}}}"""
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = "mutation($w:String!){startInstance(workflow:$w){instanceId}}"
-SUBMIT = """mutation($i:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){duplicate}}"""
 
 

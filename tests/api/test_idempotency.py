@@ -9,10 +9,10 @@ from graph_stack import Api, loan
 DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
 START = """mutation($w: String!, $k: String) {
   startInstance(workflow: $w, idempotencyKey: $k) { instanceId } }"""
-PERFORM = """mutation($i: String!, $a: String!, $in: JSON, $k: String) {
+PERFORM = """mutation($i: ID!, $a: String!, $in: JSON, $k: String) {
   performAction(instance: $i, action: $a, input: $in, idempotencyKey: $k) {
     duplicate event { seq action } instance { data } } }"""
-EVENTS = "query($p:String!){events(process:$p){edges{node{seq action}}}}"
+EVENTS = "query($p:ID!){events(process:$p){edges{node{seq action}}}}"
 
 
 async def _in_review(api: Api) -> str:

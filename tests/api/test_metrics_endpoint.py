@@ -12,7 +12,7 @@ from stateward.observe import metrics
 
 DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
 START = "mutation Start($w: String!) { startInstance(workflow: $w) { id } }"
-PERFORM = """mutation Submit($i: String!) {
+PERFORM = """mutation Submit($i: ID!) {
   performAction(instance: $i, action: "submit", input: {fields: {amount: 5}}) { duplicate } }"""
 
 
@@ -73,7 +73,7 @@ async def test_a_refused_action_counts_under_its_error_code(metered: Api) -> Non
     await metered.ok(DEPLOY, {"d": loan()})
     instance = (await metered.ok(START, {"w": "acme/loans/loan"}))["startInstance"]["id"]
     refused = await metered.gql(
-        'mutation Approve($i: String!) { performAction(instance: $i, action: "approve") '
+        'mutation Approve($i: ID!) { performAction(instance: $i, action: "approve") '
         "{ duplicate } }",
         {"i": instance},
     )

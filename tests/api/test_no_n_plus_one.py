@@ -58,7 +58,7 @@ async def _make(api: Api, count: int) -> None:
     for _ in range(count):
         inst = await api.ok('mutation{startInstance(workflow:"acme/loans/loan"){id}}')
         await api.ok(
-            'mutation($i:String!){performAction(instance:$i,action:"submit",'
+            'mutation($i:ID!){performAction(instance:$i,action:"submit",'
             "input:{fields:{amount:5}}){duplicate}}",
             {"i": inst["startInstance"]["id"]},
         )

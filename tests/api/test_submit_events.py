@@ -15,7 +15,7 @@ START = 'mutation { startInstance(workflow: "acme/loans/loan") { instanceId } }'
 MANY = """mutation($l: [SignedEventInput!]!) { submitEvents(events: $l) {
   index duplicate error { code pointer } result { event { seq action }
   instance { instanceId state { key } data } } } }"""
-READ = "query($i: String!) { instance(id: $i) { state { key } data } }"
+READ = "query($i: ID!) { instance(id: $i) { state { key } data } }"
 
 
 async def _started(api: Api, count: int) -> list[str]:

@@ -50,7 +50,7 @@ async def test_acting_on_a_foreign_instance_is_not_found_like_a_missing_one(api:
             assert error_of(foreign, w.acme.instance) == error_of(absent, missing)
             assert foreign["data"] is None and names_nothing(foreign, "acme-data", "intake")
     # The instance is untouched: one event, its `$start`.
-    data = await api.ok("query($i:String!){instance(id:$i){seq}}", {"i": w.acme.instance})
+    data = await api.ok("query($i:ID!){instance(id:$i){seq}}", {"i": w.acme.instance})
     assert data["instance"]["seq"] == 1
 
 
@@ -146,10 +146,10 @@ async def test_clone_start_public_and_claim_answer_foreign_like_missing(api: Api
     assert error_of(foreign, w.acme.path) == error_of(absent, "acme/sales/none")
 
     await api.ok(ACT, {"i": w.acme.instance, "a": "submit"}, token=w.acme.admin[1])
-    query = "query($i:String!){instance(id:$i){assignments{edges{node{assignmentId}}}}}"
+    query = "query($i:ID!){instance(id:$i){assignments{edges{node{assignmentId}}}}}"
     rows = await api.ok(query, {"i": w.acme.instance})
     aid = rows["instance"]["assignments"]["edges"][0]["node"]["assignmentId"]
-    claim = "mutation($i:String!){claimAssignment(id:$i){status}}"
+    claim = "mutation($i:ID!){claimAssignment(id:$i){status}}"
     missing = str(uuid.uuid4())
     for who in (w.globex.analyst[1], w.nogrant[1]):
         foreign = await api.gql(claim, {"i": aid}, token=who)
@@ -191,7 +191,7 @@ async def test_revocation_reaches_an_open_subscription(api: Api, ws_url: str) ->
     key, token = w.acme.analyst
     sock = await Socket.open(ws_url, token)
     try:
-        await sock.subscribe("subscription($i:String!){instanceUpdated(id:$i){data}}",
+        await sock.subscribe("subscription($i:ID!){instanceUpdated(id:$i){data}}",
                              {"i": w.acme.instance}, op="1")  # fmt: skip
         await sock.subscribe('subscription{events(filter:{namespace:"acme/sales"}){type}}', {},
                              op="2")  # fmt: skip
@@ -217,22 +217,22 @@ async def test_a_revoked_assignees_claim_is_released_by_a_recorded_system_unclai
     w = await world(api)
     key, token = w.acme.analyst
     await api.ok(ACT, {"i": w.acme.instance, "a": "submit"}, token=w.acme.admin[1])
-    query = "query($i:String!){instance(id:$i){assignments{edges{node{assignmentId status}}}}}"
+    query = "query($i:ID!){instance(id:$i){assignments{edges{node{assignmentId status}}}}}"
     rows = await api.ok(query, {"i": w.acme.instance})
     aid = rows["instance"]["assignments"]["edges"][0]["node"]["assignmentId"]
-    claim = "mutation($i:String!){claimAssignment(id:$i){status assignee}}"
+    claim = "mutation($i:ID!){claimAssignment(id:$i){status assignee}}"
     assert (await api.ok(claim, {"i": aid}, token=token))["claimAssignment"]["status"] == "claimed"
     await api.ok(REVOKE, {"n": "acme/sales", "a": key.public, "r": ["analyst"]})
     rows = await api.ok(query, {"i": w.acme.instance})
     assert rows["instance"]["assignments"]["edges"][0]["node"]["status"] == "unassigned"
     events = await api.ok(
-        "query($i:String!){events(process:$i){edges{node{action actor input}}}}",
+        "query($i:ID!){events(process:$i){edges{node{action actor input}}}}",
         {"i": w.acme.instance},
     )
     last = events["events"]["edges"][-1]["node"]
     assert (last["action"], last["actor"]) == ("$unclaim", "system")
     assert last["input"] == {"assignment": aid, "reason": "revoked"}
-    verdict = await api.ok("query($i:String!){verifyProcess(id:$i){valid}}", {"i": w.acme.instance})
+    verdict = await api.ok("query($i:ID!){verifyProcess(id:$i){valid}}", {"i": w.acme.instance})
     assert verdict["verifyProcess"]["valid"] is True
     _, other = await api.user("acme/sales", "analyst")  # the queue is free for the team
     assert (await api.ok(claim, {"i": aid}, token=other))["claimAssignment"]["status"] == "claimed"
@@ -267,7 +267,7 @@ async def test_a_cross_namespace_spawn_needs_the_targets_grant(api: Api) -> None
     result = await api.ok(ACT, {"i": pid["instanceId"], "a": "submit"}, token=gx)
     (kid,) = result["performAction"]["instance"]["data"]["kids"]
     child = await api.ok(
-        "query($i:String!){instance(id:$i){namespace state{key} startedBy parent{id} parentId"
+        "query($i:ID!){instance(id:$i){namespace state{key} startedBy parent{id} parentId"
         " assignments{edges{node{id}}}}}",
         {"i": kid},
         token=w.acme.admin[1],
@@ -279,7 +279,7 @@ async def test_a_cross_namespace_spawn_needs_the_targets_grant(api: Api) -> None
         "startedBy": w.globex.admin[0].public, "parent": None, "parentId": None,
         "assignments": {"edges": []},
     }  # fmt: skip
-    seen = await api.ok("query($i:String!){instance(id:$i){parentId}}", {"i": kid})
+    seen = await api.ok("query($i:ID!){instance(id:$i){parentId}}", {"i": kid})
     assert seen["instance"]["parentId"] == pid["instanceId"]  # the operator reads both
 
     disallow = 'mutation($t:String!){disallowSpawn(namespace:"acme/sales",to:$t){spawnAllowed}}'
@@ -291,7 +291,7 @@ async def test_a_cross_namespace_spawn_needs_the_targets_grant(api: Api) -> None
     assert verdict["verifyProcess"]["valid"]
 
 
-STATUS = "query($i:String!){instance(id:$i){status data lastEvents(count:1){action input}}}"
+STATUS = "query($i:ID!){instance(id:$i){status data lastEvents(count:1){action input}}}"
 
 
 # 3. Hooks crossed tenants, and exports handed out another tenant's module source.

@@ -15,7 +15,7 @@ from stateward.observe import tracing
 
 DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
 START = "mutation($w: String!) { startInstance(workflow: $w) { id } }"
-PERFORM = """mutation Submit($i: String!) {
+PERFORM = """mutation Submit($i: ID!) {
   performAction(instance: $i, action: "submit", input: {fields: {amount: 5}}) { duplicate } }"""
 
 

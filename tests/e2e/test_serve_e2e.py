@@ -83,7 +83,7 @@ async def run_order_scenario(admin: Client, operator: KeyPair) -> str:
     )
     instance = started["startInstance"]["instanceId"]
     await admin.ok(
-        'mutation($i:String!){performAction(instance:$i,action:"submit",input:{amount:5})'
+        'mutation($i:ID!){performAction(instance:$i,action:"submit",input:{amount:5})'
         "{duplicate}}",
         {"i": instance},
     )
@@ -99,9 +99,9 @@ async def test_a_full_scenario_reaches_the_websocket_subscriber_in_order(
         instance = await run_order_scenario(admin, operator)
         events = await live.wait_for(lambda ev: any(e["type"] == "workflow.assigned" for e in ev))
         assignment = next(e for e in events if e["type"] == "workflow.assigned")["assignmentId"]
-        await admin.ok("mutation($i:String!){claimAssignment(id:$i){status}}", {"i": assignment})
+        await admin.ok("mutation($i:ID!){claimAssignment(id:$i){status}}", {"i": assignment})
         done = await admin.ok(
-            "mutation($i:String!){completeAssignment(id:$i,reviewData:{ok:true},"
+            "mutation($i:ID!){completeAssignment(id:$i,reviewData:{ok:true},"
             'action:"approve"){status}}',
             {"i": assignment},
         )
@@ -131,7 +131,7 @@ async def test_a_full_scenario_reaches_the_websocket_subscriber_in_order(
     assert cursors(events) == sorted(set(cursors(events)))  # in order, no duplicate
     assert cursors(replayed) == cursors(events)  # no gap: live saw every outbox row
     assert {e["instanceId"] for e in events if e["type"].startswith("workflow.a")} == {instance}
-    state = await admin.ok("query($i:String!){instance(id:$i){status state{key}}}", {"i": instance})
+    state = await admin.ok("query($i:ID!){instance(id:$i){status state{key}}}", {"i": instance})
     assert state["instance"] == {"status": "completed", "state": {"key": "done"}}
 
 

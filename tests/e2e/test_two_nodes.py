@@ -104,7 +104,7 @@ async def _scenario(
             'mutation{startInstance(workflow:"multi/node/counter"){instanceId}}'
         )
         instance = started["startInstance"]["instanceId"]
-        bump = 'mutation($i:String!){performAction(instance:$i,action:"bump"){duplicate}}'
+        bump = 'mutation($i:ID!){performAction(instance:$i,action:"bump"){duplicate}}'
         for _ in range(BEFORE_OUTAGE):
             await on_b.ok(bump, {"i": instance})
         killed = await outage()
@@ -112,7 +112,7 @@ async def _scenario(
         for _ in range(DURING_OUTAGE):
             await on_b.ok(bump, {"i": instance})
         await on_b.ok(
-            'mutation($i:String!){performAction(instance:$i,action:"close"){duplicate}}',
+            'mutation($i:ID!){performAction(instance:$i,action:"close"){duplicate}}',
             {"i": instance},
         )
         events = await live.wait_for(

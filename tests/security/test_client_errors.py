@@ -15,7 +15,7 @@ import pytest
 import websockets
 from graph_stack import Api, loan, open_stack
 
-INSTANCE = "query($i:String!){instance(id:$i){id}}"
+INSTANCE = "query($i:ID!){instance(id:$i){id}}"
 START = 'mutation($d:JSON){startInstance(workflow:"acme/loans/loan",data:$d){instanceId}}'
 EVENTS = 'query($a:String){events(process:"x",after:$a){edges{cursor}}}'
 

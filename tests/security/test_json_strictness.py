@@ -20,7 +20,7 @@ ADD = "mutation($d:JSON!){addWorkflow(definition:$d){path version}}"
 VALIDATE = "query($d:JSON!){validateWorkflow(definition:$d){valid}}"
 START = 'mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}'
 PERFORM = (
-    'mutation($i:String!,$in:JSON){performAction(instance:$i,action:"submit",input:$in){duplicate}}'
+    'mutation($i:ID!,$in:JSON){performAction(instance:$i,action:"submit",input:$in){duplicate}}'
 )
 
 
@@ -77,7 +77,7 @@ async def test_a_duplicate_key_in_an_action_input_is_invalid_input(api: Api):
         "pointer": "/variables/in/fields/amount",
     }
     events = await api.ok(
-        "query($i:String!){events(process:$i){edges{node{seq}}}}", {"i": instance}
+        "query($i:ID!){events(process:$i){edges{node{seq}}}}", {"i": instance}
     )
     assert len(events["events"]["edges"]) == 1  # only the start: nothing was performed
 

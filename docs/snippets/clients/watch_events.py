@@ -14,7 +14,7 @@ import sys
 import websockets
 
 SUBSCRIPTION = """
-subscription ($types: [String!], $instance: String) {
+subscription ($types: [String!], $instance: ID) {
   events(filter: {types: $types, instance: $instance}, after: "0") {
     cursor type instanceId fromState toState team
   }

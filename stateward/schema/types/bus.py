@@ -16,7 +16,10 @@ class BusEvent:
     """A live event. `id` is the cursor: resubscribe with `after: id` to resume."""
 
     id: str
-    cursor: int
+    cursor: str = strawberry.field(
+        description="Where this event is in the stream: pass it back as `events(after:)` to "
+        "resume after it (same type, decimal digits; later events have larger numbers)."
+    )
     type: str
     at: str | None
     namespace: str | None
@@ -63,7 +66,7 @@ class BusEvent:
         """From a §9 payload (bus message or outbox row)."""
         cursor = int(payload["id"])
         return cls(
-            id=str(cursor), cursor=cursor, type=str(payload.get("type")), at=payload.get("at"),
+            id=str(cursor), cursor=str(cursor), type=str(payload.get("type")), at=payload.get("at"),
             namespace=payload.get("namespace"), workflow=payload.get("workflow"),
             version=payload.get("version"), instance_id=payload.get("instanceId"),
             actor=payload.get("actor"), action=payload.get("action"),

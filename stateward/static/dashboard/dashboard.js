@@ -13,10 +13,10 @@ const WORKFLOWS = `{ workflows(first: 100) { nodes { path version graph {
 const INSTANCE_FIELDS = "instanceId workflowPath status state { key } slaWarnAt slaDueAt createdAt";
 const INSTANCES = `query($after: String) { instances(first: 100, after: $after) {
   nodes { ${INSTANCE_FIELDS} } pageInfo { hasNextPage endCursor } } }`;
-const INSTANCE = `query($i: String!) { instance(id: $i) { ${INSTANCE_FIELDS} } }`;
+const INSTANCE = `query($i: ID!) { instance(id: $i) { ${INSTANCE_FIELDS} } }`;
 const QUEUE = `query($t: String!) { assignments(team: $t, status: "unassigned", first: 50) {
   nodes { assignmentId instanceId state team createdAt } } }`;
-const CLAIM = `mutation($id: String!) { claimAssignment(id: $id) { assignmentId status assignee } }`;
+const CLAIM = `mutation($id: ID!) { claimAssignment(id: $id) { assignmentId status assignee } }`;
 // Counted by the server (GROUP BY), not from the instances this page happened to load.
 const COUNTS = `{ instanceCounts(groupBy: [WORKFLOW, STATE],
   filter: { status: [ACTIVE, STALE, ERROR] }) { workflow state count } }`;

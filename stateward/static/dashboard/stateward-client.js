@@ -200,7 +200,7 @@ export class StatewardClient {
   /** Perform a business action (or a `$kernel` operation) on an instance. */
   async act(instance, action, input = {}) {
     if (!this.workflows.has(instance)) {
-      const data = await this.query("query($i: String!) { instance(id: $i) { workflowPath } }", {
+      const data = await this.query("query($i: ID!) { instance(id: $i) { workflowPath } }", {
         i: instance,
       });
       this.workflows.set(instance, data.instance.workflowPath);
