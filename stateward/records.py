@@ -189,6 +189,10 @@ class AssignmentRecord:
     claimed_at: datetime | None = None
     completed_at: datetime | None = None
     cancelled_at: datetime | None = None
+    priority: int | None = None
+    due_at: datetime | None = None
+    follow_up_at: datetime | None = None
+    candidate_users: Any = None  # a list of actor ids, or None
 
 
 @dataclass(frozen=True)

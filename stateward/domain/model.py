@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stateward.domain.tasks import TaskSpec
+
 JSON = Any
 #: A compiled `when`/`then` expression: (data, input, actor) -> bool.
 Predicate = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], bool]
@@ -136,6 +138,8 @@ class StateDef:
     branch_rules: tuple[BranchRule, ...] = ()
     #: DSL 2.1: `assign: {"user": <id or {"$ref"}>}` opens the assignment for one person.
     assign_user: Any = None
+    #: Issue 16: the task fields of a team `assign` object (candidates, priority, dates).
+    task: TaskSpec | None = None
     #: DSL 2.1: warning at this fraction of `sla_seconds` (None: 0.8), and whether the
     #: warning is also written as a notification (like a breach).
     sla_warning: float | None = None

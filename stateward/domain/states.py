@@ -23,6 +23,7 @@ from stateward.domain.paths import resolve_hook
 from stateward.domain.references import parse_reference
 from stateward.domain.stages import parse_stage_extensions
 from stateward.domain.stagetypes import parse_stage_type, type_problems
+from stateward.domain.tasks import TaskSpec, parse_task
 
 STATE_KEYS = (
     "label",
@@ -98,7 +99,7 @@ def _parse_state(
         if field in entry and (not isinstance(entry[field], str) or not entry[field].strip()):
             invalid(field, f"state {field!r} must be a non-empty string")
     text = {f: entry[f] for f in _TEXT_FIELDS if isinstance(entry.get(f), str) and entry[f]}
-    team, user = _assign(entry, at, found)
+    team, user, task = _assign(entry, at, found)
     extra = parse_stage_extensions(entry, at, ctx.action_keys, found)
     terminal = entry.get("terminal", False)
     if not isinstance(terminal, bool):
@@ -144,6 +145,7 @@ def _parse_state(
         form=form,
         assign=team,
         assign_user=user,
+        task=task,
         sla_seconds=float(sla) if sla is not None else None,
         hook=hook,
         mode=mode,
@@ -158,26 +160,34 @@ def _parse_state(
     return state
 
 
-def _assign(entry: dict[str, Any], at: str, found: list[Problem]) -> tuple[str | None, Any]:
-    """`(team, user)` of `assign`: a team name, or (DSL 2.1) `{"user": <id or {"$ref"}>}`."""
+def _assign(
+    entry: dict[str, Any], at: str, found: list[Problem]
+) -> tuple[str | None, Any, TaskSpec | None]:
+    """`(team, user, task)` of `assign`: a team name, (DSL 2.1) `{"user": <id or {"$ref"}>}`,
+    or a team's task `{"team", "candidates", "priority", "due", "followUp"}` (`domain.tasks`)."""
     if "assign" not in entry:
-        return None, None
+        return None, None, None
     raw, where = entry["assign"], pointer_join(at, "assign")
     if isinstance(raw, str) and raw.strip():
-        return raw, None
+        return raw, None, None
     if isinstance(raw, dict) and set(raw) == {"user"}:
         user = raw["user"]
         if (isinstance(user, str) and user.strip()) or parse_reference(user) is not None:
-            return None, user
+            return None, user, None
+    if isinstance(raw, dict) and "team" in raw:
+        team, task, problems = parse_task(raw, where)
+        found.extend(problems)
+        return team, None, task
     found.append(
         Problem(
             errors.INVALID_FIELD,
-            '\'assign\' must be a team name or {"user": "<actor id>"} / '
+            '\'assign\' must be a team name, {"team": ..., "candidates": [...], '
+            '"priority": ..., "due": ..., "followUp": ...} or {"user": "<actor id>"} / '
             '{"user": {"$ref": "data.<path>"}}',
             where,
         )
     )
-    return None, None
+    return None, None, None
 
 
 def _check_hook(hook: Any, at: str, ctx: StateContext, found: list[Problem]) -> str | None:

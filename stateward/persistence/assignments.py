@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, func, insert, select, update
+from sqlalchemy import Select, Table, and_, exists, func, insert, or_, select, update
 
 from stateward.persistence.base import Repository, chunks, to_record
-from stateward.persistence.models_ops import Assignment
+from stateward.persistence.models_ops import Assignment, AssignmentCandidate
 from stateward.records import AssignmentRecord
 
 A = cast(Table, Assignment.__table__)
+C = cast(Table, AssignmentCandidate.__table__)
 UNASSIGNED = "unassigned"
 CLAIMED = "claimed"
 COMPLETED = "completed"
@@ -55,8 +56,13 @@ class AssignmentRepository(Repository):
     """`assignments` rows; every state change is a conditional UPDATE (rowcount = won)."""
 
     async def open(self, record: AssignmentRecord) -> None:
-        """Insert a new assignment (normally status `unassigned`)."""
+        """Insert a new assignment (normally status `unassigned`) and its candidate rows."""
         await self.session.execute(insert(A).values(**{c: getattr(record, c) for c in _COLUMNS}))
+        users = sorted(set(record.candidate_users or ()))
+        if users:
+            await self.session.execute(
+                insert(C), [{"assignment_id": record.id, "candidate": u} for u in users]
+            )
 
     async def count_rotation(self, workflow: str, state: str, team: str) -> int:
         """How many assignments of `team` the instances of `workflow` opened in `state`
@@ -119,6 +125,37 @@ class AssignmentRepository(Repository):
         """How many rows `queue(assignee=..., status=...)` lists over all its pages."""
         stmt = select(func.count()).select_from(A)
         stmt = queue_filters(stmt, team=None, assignee=assignee, status=status, after=None)
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    @staticmethod
+    def _mine(actor: str, readable: Sequence[str]) -> Any:
+        """Claimed by `actor`, or unassigned with `actor` among its candidate users in a
+        namespace it may read (`readable`, or below): a workflow of another tenant naming
+        it a candidate must not show that tenant's assignments."""
+        from stateward.persistence.kernel import namespace_scope
+        from stateward.persistence.processes import P
+
+        candidate = exists().where(C.c.assignment_id == A.c.id, C.c.candidate == actor)
+        inside = exists().where(P.c.id == A.c.process_id, namespace_scope(P.c.namespace, readable))
+        open_candidacy = and_(A.c.status == UNASSIGNED, candidate, inside)
+        return or_(A.c.assignee == actor, open_candidacy)
+
+    async def mine(
+        self, actor: str, *, readable: Sequence[str] = (), status: str | None = None,
+        after: tuple[datetime, str] | None = None, limit: int = 50,
+    ) -> list[AssignmentRecord]:  # fmt: skip
+        """`myAssignments`: the actor's claims and its open candidacies, oldest first."""
+        stmt = select(A).where(self._mine(actor, readable))
+        stmt = stmt.order_by(A.c.created_at, A.c.id).limit(limit)
+        stmt = queue_filters(stmt, team=None, assignee=None, status=status, after=after)
+        return [_record(r) for r in await self.session.execute(stmt)]
+
+    async def count_mine(
+        self, actor: str, *, readable: Sequence[str] = (), status: str | None = None
+    ) -> int:
+        """How many rows `mine` lists over all its pages."""
+        stmt = select(func.count()).select_from(A).where(self._mine(actor, readable))
+        stmt = queue_filters(stmt, team=None, assignee=None, status=status, after=None)
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def _change(self, where: list[Any], values: dict[str, Any]) -> bool:

@@ -30,12 +30,34 @@ class Assignment(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: Task fields (issue 16): higher `priority` first when ordered by it; `due_at` the
+    #: deadline, `follow_up_at` when to look at it again; NULL when the state sets none.
+    priority: Mapped[int | None] = mapped_column(Integer)
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    follow_up_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: The candidate users as a JSON list (what is read); `assignment_candidates` indexes it.
+    candidate_users: Mapped[Any] = mapped_column(JSONType, nullable=True)
 
     __table_args__ = (
         Index("ix_assignments_team_status", "team", "status"),
         Index("ix_assignments_assignee_status", "assignee", "status"),
         Index("ix_assignments_process_id_status", "process_id", "status"),
+        Index("ix_assignments_created_at_id", "created_at", "id"),
+        Index("ix_assignments_due_at_id", "due_at", "id"),
+        Index("ix_assignments_priority_id", "priority", "id"),
     )
+
+
+class AssignmentCandidate(Base):
+    """One candidate user of an assignment: may claim it without the team's role, and
+    sees it in `myAssignments` (issue 16). A row per user keeps the lookup indexed."""
+
+    __tablename__ = "assignment_candidates"
+
+    assignment_id: Mapped[str] = mapped_column(ForeignKey("assignments.id"), primary_key=True)
+    candidate: Mapped[str] = mapped_column(String(255), primary_key=True)
+
+    __table_args__ = (Index("ix_assignment_candidates_candidate", "candidate"),)
 
 
 class StateVisit(Base):

@@ -14,6 +14,7 @@ loops over all rows. Data conditions (`domain.search.DataCondition`) compile per
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -43,14 +44,16 @@ from stateward.domain.search import (
     Ordering,
 )
 from stateward.persistence.base import Repository, to_record
+from stateward.persistence.kernel import namespace_scope
 from stateward.persistence.keyset import SortKey, after, order_by
 from stateward.persistence.models import Event, Process
-from stateward.persistence.models_ops import Assignment
+from stateward.persistence.models_ops import Assignment, AssignmentCandidate
 from stateward.persistence.processes import process_record
-from stateward.records import INSTANCE, ProcessRecord, StoredEvent
+from stateward.records import INSTANCE, AssignmentRecord, ProcessRecord, StoredEvent
 
 P = cast(Table, Process.__table__)
 A = cast(Table, Assignment.__table__)
+C = cast(Table, AssignmentCandidate.__table__)
 OPEN_ASSIGNMENT = ("unassigned", "claimed")
 _RANGE_SQL = {"GT": "__gt__", "GTE": "__ge__", "LT": "__lt__", "LTE": "__le__"}
 
@@ -284,6 +287,98 @@ class SearchRepository(Repository):
 
 MAX_GROUPS = 1000
 E = cast(Table, Event.__table__)
+
+
+@dataclass(frozen=True)
+class AssignmentScope:
+    """Which assignments a viewer may list: every one (`everything`, admins of `system`);
+    any team's in `admin_namespaces` (or below); team `role`'s in the namespaces of
+    `teams[role]` (or below), the rule of a team queue; and, in `readable` namespaces,
+    those it claimed or is a candidate for (`actor`)."""
+
+    everything: bool = False
+    admin_namespaces: tuple[str, ...] = ()
+    teams: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    readable: tuple[str, ...] = ()
+    actor: str | None = None
+
+
+def _candidate(actor: str) -> ColumnElement[bool]:
+    return exists().where(C.c.assignment_id == A.c.id, C.c.candidate == actor)
+
+
+class AssignmentSearchRepository(Repository):
+    """Assignment searches (issue 16): one SELECT per page over `assignments` joined to
+    its instance (for namespaces), one COUNT when asked."""
+
+    @staticmethod
+    def where(search: AssignmentSearch, scope: AssignmentScope) -> list[ColumnElement[bool]]:
+        """The WHERE terms of `search` within what `scope` may see."""
+        s = search
+        where: list[ColumnElement[bool]] = []
+        if not scope.everything:
+            seen: list[ColumnElement[bool]] = [
+                namespace_scope(P.c.namespace, scope.admin_namespaces)
+            ]
+            for role, namespaces in scope.teams:
+                seen.append(
+                    and_(func.lower(A.c.team) == role, namespace_scope(P.c.namespace, namespaces))
+                )
+            if scope.actor is not None and scope.readable:
+                mine = or_(A.c.assignee == scope.actor, _candidate(scope.actor))
+                seen.append(and_(mine, namespace_scope(P.c.namespace, scope.readable)))
+            where.append(or_(*seen))
+        for column, value in (
+            (A.c.team, s.team),
+            (A.c.assignee, s.assignee),
+            (P.c.namespace, s.namespace),
+            (A.c.process_id, s.process),
+        ):
+            if value is not None:
+                where.append(column == value)
+        if s.statuses:
+            where.append(A.c.status.in_(list(s.statuses)))
+        if s.candidate is not None:
+            where.append(_candidate(s.candidate))
+        if s.due_before is not None:
+            where.append(A.c.due_at < s.due_before)
+        if s.min_priority is not None:
+            where.append(A.c.priority >= s.min_priority)
+        return where
+
+    @staticmethod
+    def keys(order: Ordering) -> list[SortKey]:
+        """The sort keys of `order`, the id last (NULL dates / priorities last)."""
+        desc = order.direction == "DESC"
+        column = {"CREATED": A.c.created_at, "DUE": A.c.due_at, "PRIORITY": A.c.priority}
+        first = SortKey(column[order.field], desc, nullable=order.field != "CREATED")
+        return [first, SortKey(A.c.id, desc)]
+
+    def _from(self) -> Any:
+        return A.join(P, P.c.id == A.c.process_id)
+
+    async def assignments(
+        self, search: AssignmentSearch, *, scope: AssignmentScope, order: Ordering,
+        position: tuple[Any, str] | None, backward: bool, limit: int,
+    ) -> list[tuple[AssignmentRecord, Any]]:  # fmt: skip
+        """Up to `limit` matches after `position` (mirrored when `backward`), each with its
+        sort value."""
+        keys = self.keys(order)
+        stmt = (
+            select(A, keys[0].expr.label("sort_value"))
+            .select_from(self._from())
+            .where(*self.where(search, scope))
+        )
+        if position is not None:
+            stmt = stmt.where(after(keys, position, backward))
+        stmt = stmt.order_by(*order_by(keys, backward)).limit(limit)
+        rows = await self.session.execute(stmt)
+        return [(to_record(AssignmentRecord, r), r.sort_value) for r in rows]
+
+    async def count(self, search: AssignmentSearch, *, scope: AssignmentScope) -> int:
+        """How many assignments match within `scope`."""
+        stmt = select(func.count()).select_from(self._from()).where(*self.where(search, scope))
+        return int((await self.session.execute(stmt)).scalar_one())
 
 
 class AuditRepository(Repository):

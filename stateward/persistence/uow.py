@@ -46,7 +46,12 @@ from stateward.persistence.onetrip import sequence_and_commit_pg
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
 from stateward.persistence.processes import ProcessRepository
 from stateward.persistence.schedules import ScheduleRepository
-from stateward.persistence.search import AuditRepository, CountRepository, SearchRepository
+from stateward.persistence.search import (
+    AssignmentSearchRepository,
+    AuditRepository,
+    CountRepository,
+    SearchRepository,
+)
 from stateward.persistence.sequencer import Sequencer, sequence_and_commit
 from stateward.persistence.sweeps import SweepRepository
 from stateward.persistence.workflows import ModuleRepository, WorkflowRepository
@@ -81,6 +86,7 @@ class UnitOfWork:
     search: SearchRepository
     counts: CountRepository
     audit: AuditRepository
+    task_search: AssignmentSearchRepository
     events: EventRepository
     sweeps: SweepRepository
     workflows: WorkflowRepository
@@ -140,6 +146,7 @@ class UnitOfWork:
         self.search = SearchRepository(session)
         self.counts = CountRepository(session)
         self.audit = AuditRepository(session)
+        self.task_search = AssignmentSearchRepository(session)
         self.events = EventRepository(session, self.sequencer)
         self.sweeps = SweepRepository(session)
         self.workflows = WorkflowRepository(session)

@@ -7,6 +7,7 @@ reaches further than a listing with the same filter would.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,7 @@ from stateward.domain.search import (
     Ordering,
     check_groups,
 )
-from stateward.records import ProcessRecord, StoredEvent
+from stateward.records import AssignmentRecord, ProcessRecord, StoredEvent
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import loaders
@@ -100,6 +101,47 @@ async def assignment_counts(
         search = replace(search, process=local_id(search.process, "Instance"))
     allowed = await visible_namespaces(info, InstanceSearch(namespace=search.namespace))
     return await queries.assignment_counts(runtime(info), search, groups, namespaces=allowed)
+
+
+async def assignments(
+    info: Info, search: AssignmentSearch, order: Ordering, window: Window
+) -> Page[AssignmentRecord]:
+    """`Query.assignments(filter, orderBy, first, after, last, before)`: the assignments
+    the viewer may see (its teams' queues, any team where it is admin, its own claims and
+    candidacies), paged both ways; `totalCount` lazily."""
+    if search.process is not None:
+        search = replace(search, process=local_id(search.process, "Instance"))
+    me, rt = viewer(info), runtime(info)
+    position = window.position(order.tag)
+    if position is not None:
+        position = (_assignment_sort_value(order, position[0], window), position[1])
+    service = importlib.import_module("stateward.runtime.queues.assignments")
+    rows, marks = await service.search_assignments(
+        rt, me, search, order=order, position=position, backward=window.backward,
+        limit=window.limit + 1,
+    )  # fmt: skip
+
+    async def total() -> int:
+        return int(await service.count_search(rt, me, search))
+
+    return keyset_page(window, rows, marks, order.tag).counted(total)
+
+
+def _assignment_sort_value(order: Ordering, value: Any, window: Window) -> Any:
+    """A cursor's sort value back in the type SQL compares; INVALID_INPUT otherwise."""
+    if value is None and order.field != "CREATED":
+        return None
+    if order.field == "PRIORITY" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if order.field != "PRIORITY" and isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is not None:
+            return when
+    raise DomainError(INVALID_INPUT, "invalid cursor",
+                      pointer="/before" if window.backward else "/after")  # fmt: skip
 
 
 async def audit_log(

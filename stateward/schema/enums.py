@@ -64,6 +64,15 @@ class InstanceOrderField(Enum):
     )
 
 
+@strawberry.enum(description="What assignments are sorted by (ties broken by id).")
+class AssignmentOrderField(Enum):
+    CREATED = strawberry.enum_value("CREATED", description="When it was opened.")
+    DUE = strawberry.enum_value("DUE", description="Its due date (assignments without one last).")
+    PRIORITY = strawberry.enum_value(
+        "PRIORITY", description="Its priority (assignments without one last)."
+    )
+
+
 @strawberry.enum(description="Where a review-queue assignment is.")
 class AssignmentStatus(Enum):
     UNASSIGNED = strawberry.enum_value("unassigned", description="Open, in its team's queue.")

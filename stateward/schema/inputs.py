@@ -11,7 +11,9 @@ from datetime import datetime
 
 import strawberry
 
+from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.domain.search import (
+    ASSIGNMENT_ORDERS,
     INSTANCE_ORDERS,
     AssignmentSearch,
     AuditSearch,
@@ -20,6 +22,7 @@ from stateward.domain.search import (
     Ordering,
 )
 from stateward.schema.enums import (
+    AssignmentOrderField,
     AssignmentStatus,
     DataOp,
     IncidentKind,
@@ -158,6 +161,30 @@ class AssignmentFilter:
     instance: strawberry.ID | None = strawberry.field(
         default=None, description="The instance (UUID or node id)."
     )
+    candidate: str | None = strawberry.field(
+        default=None, description="Names this actor among its candidate users."
+    )
+    due_before: datetime | None = strawberry.field(
+        default=None, description="Due strictly before this instant (none without a due date)."
+    )
+    priority: int | None = strawberry.field(
+        default=None, description="Priority at least this (none without a priority)."
+    )
+
+    def with_legacy(self, team: str | None, status: AssignmentStatus | None) -> AssignmentFilter:
+        """This filter with the deprecated `assignments(team, status)` arguments folded in
+        (INVALID_INPUT when both forms are given)."""
+        if team is not None:
+            if self.team is not None:
+                raise DomainError(INVALID_INPUT, "give the team once (filter.team)",
+                                  pointer="/team")  # fmt: skip
+            self.team = team
+        if status is not None:
+            if self.status is not None:
+                raise DomainError(INVALID_INPUT, "give the status once (filter.status)",
+                                  pointer="/status")  # fmt: skip
+            self.status = [status]
+        return self
 
     def to_search(self) -> AssignmentSearch:
         """The plain search value."""
@@ -165,7 +192,21 @@ class AssignmentFilter:
             statuses=tuple(str(s.value) for s in self.status or ()), team=self.team,
             assignee=self.assignee, namespace=self.namespace,
             process=None if self.instance is None else str(self.instance),
+            candidate=self.candidate, due_before=self.due_before, min_priority=self.priority,
         )  # fmt: skip
+
+
+@strawberry.input(description="How assignments are sorted.")
+class AssignmentOrder:
+    field: AssignmentOrderField = strawberry.field(description="The sort key.")
+    direction: SortDirection = strawberry.field(
+        default=SortDirection.ASC, description="Ascending (default) or descending."
+    )
+
+    def to_ordering(self) -> Ordering:
+        """The checked ordering."""
+        return Ordering.of(str(self.field.value), str(self.direction.value), None,
+                           ASSIGNMENT_ORDERS)  # fmt: skip
 
 
 @strawberry.input(description="Which events of the audit log (omitted fields = any).")

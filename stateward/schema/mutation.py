@@ -212,7 +212,9 @@ class Mutation:
         return ActionResult.from_domain(result)
 
     @strawberry.mutation
-    async def advance(self, info: Info, instance: strawberry.ID, input: JSON | None = None) -> ActionResult:
+    async def advance(
+        self, info: Info, instance: strawberry.ID, input: JSON | None = None
+    ) -> ActionResult:
         return ActionResult.from_domain(await writes.advance(info, instance, input))
 
     @strawberry.mutation
@@ -235,8 +237,8 @@ class Mutation:
         "event. The action's input gets `reviewData` unless `input` sets it."
     )
     async def complete_assignment(
-        self, info: Info, id: strawberry.ID, review_data: JSON | None = None, action: str | None = None,
-        input: JSON | None = None,
+        self, info: Info, id: strawberry.ID, review_data: JSON | None = None,
+        action: str | None = None, input: JSON | None = None,
     ) -> Assignment:  # fmt: skip
         done = await kernel.complete(info, id, review_data, action, input)
         return Assignment.from_record(done)

@@ -25,9 +25,16 @@ from stateward.resolvers import (
     writes,
 )
 from stateward.resolvers.paging import Window
-from stateward.schema.enums import AssignmentGroup, InstanceGroup, SortDirection
+from stateward.schema.enums import (
+    AssignmentGroup,
+    AssignmentOrderField,
+    AssignmentStatus,
+    InstanceGroup,
+    SortDirection,
+)
 from stateward.schema.inputs import (
     AssignmentFilter,
+    AssignmentOrder,
     AuditFilter,
     AuditOrder,
     IncidentFilter,
@@ -205,12 +212,40 @@ class Query:
         rows = await search.assignment_counts(info, wanted.to_search(), groups)
         return [AssignmentCount.from_row(r) for r in rows]
 
-    @strawberry.field(description="A team's review queue, oldest first.")
+    @strawberry.field(
+        description="Assignments the viewer may see (its teams' queues, every team's where "
+        "it is admin, its own claims and candidacies) that match `filter`, sorted by "
+        "`orderBy` (default: oldest first); page forward with `first/after` or backward "
+        "with `last/before`."
+    )
     async def assignments(
-        self, info: Info, team: str, status: str | None = None, first: int | None = None,
-        after: str | None = None,
+        self, info: Info,
+        filter: Annotated[AssignmentFilter | None, strawberry.argument(
+            description="Which assignments (omitted: all the viewer may see).")] = None,
+        order_by: Annotated[AssignmentOrder | None, strawberry.argument(
+            description="Sort key and direction (default: CREATED ascending).")] = None,
+        first: Annotated[int | None, strawberry.argument(
+            description="Page size forward (default 20, at most 100).")] = None,
+        after: Annotated[str | None, strawberry.argument(
+            description="Cursor to page forward from.")] = None,
+        last: Annotated[int | None, strawberry.argument(
+            description="Page size backward (at most 100).")] = None,
+        before: Annotated[str | None, strawberry.argument(
+            description="Cursor to page backward from.")] = None,
+        team: Annotated[str | None, strawberry.argument(
+            description="The queue's team (same as `filter.team`).",
+            deprecation_reason="Use `filter: {team}`.")] = None,
+        status: Annotated[AssignmentStatus | None, strawberry.argument(
+            description="One status (same as `filter.status`).",
+            deprecation_reason="Use `filter: {status}`.")] = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        page = await kernel.team_queue(info, team, status, first, after)
+        wanted = (filter or AssignmentFilter()).with_legacy(team, status).to_search()
+        order = (
+            AssignmentOrder(field=AssignmentOrderField.CREATED) if order_by is None else order_by
+        )
+        page = await search.assignments(
+            info, wanted, order.to_ordering(), Window.of(first, after, last, before)
+        )
         return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(
@@ -232,7 +267,10 @@ class Query:
         )
         return Connection.of(page, DelegatedTask.from_domain)
 
-    @strawberry.field(description="Assignments the viewer claimed.")
+    @strawberry.field(
+        description="Assignments the viewer claimed, and unassigned ones naming it among "
+        "their candidate users; oldest first."
+    )
     async def my_assignments(
         self, info: Info, status: str | None = None, first: int | None = None,
         after: str | None = None,

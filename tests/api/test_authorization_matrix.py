@@ -122,9 +122,7 @@ async def _perform(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]
 
 
 async def _advance(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:
-    return "mutation($i:ID!){advance(instance:$i){event{seq}}}", {
-        "i": await m.fresh_instance(obj)
-    }
+    return "mutation($i:ID!){advance(instance:$i){event{seq}}}", {"i": await m.fresh_instance(obj)}
 
 
 async def _cancel(m: Matrix, obj: str, actor: str) -> tuple[str, dict[str, Any]]:

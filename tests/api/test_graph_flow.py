@@ -38,8 +38,7 @@ async def test_a_bearer_caller_deploys_starts_performs_and_reads_the_events(api:
     assert result["event"]["actor"] == api.admin.public
     assert result["event"]["signer"] == api.runtime.node_public
     events = await api.ok(
-        "query($p:ID!){events(process:$p){edges{cursor node{seq action}}"
-        " pageInfo{hasNextPage}}}",
+        "query($p:ID!){events(process:$p){edges{cursor node{seq action}} pageInfo{hasNextPage}}}",
         {"p": instance["instanceId"]},
     )
     assert [e["node"]["action"] for e in events["events"]["edges"]] == ["$start", "submit"]

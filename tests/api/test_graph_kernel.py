@@ -7,7 +7,7 @@ from typing import Any
 from graph_stack import Api, loan
 
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
-QUEUE = """query($t:String!){assignments(team:$t,status:"unassigned"){
+QUEUE = """query($t:String!){assignments(filter:{team:$t,status:[UNASSIGNED]}){
   edges{node{id assignmentId team status state instance{instanceId}}}}}"""
 SIGNUP: dict[str, Any] = {
     "$version": "2.0",

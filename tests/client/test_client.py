@@ -75,7 +75,8 @@ async def test_advance_claim_and_complete_go_through_signed_kernel_events(
         escalated = await sw.act(started.instance_id, "escalate")
         assert escalated.state == "triage"
         queue = await sw.query(
-            '{ assignments(team: "agent", status: "unassigned") { edges { node { assignmentId '
+            '{ assignments(filter: {team: "agent", status: [UNASSIGNED]}) { edges { node { '
+            "assignmentId "
             "instanceId } } } }"
         )
         (assignment,) = [
@@ -140,7 +141,8 @@ async def test_a_subscription_survives_a_server_restart_without_gap_or_duplicate
 
 async def _claim_and_close(sw: Client, instance: str) -> None:
     queue = await sw.query(
-        '{ assignments(team: "agent", status: "unassigned") { edges { node { assignmentId '
+        '{ assignments(filter: {team: "agent", status: [UNASSIGNED]}) { edges { node { '
+        "assignmentId "
         "instanceId } } } }"
     )
     (assignment,) = [

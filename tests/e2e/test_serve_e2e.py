@@ -83,8 +83,7 @@ async def run_order_scenario(admin: Client, operator: KeyPair) -> str:
     )
     instance = started["startInstance"]["instanceId"]
     await admin.ok(
-        'mutation($i:ID!){performAction(instance:$i,action:"submit",input:{amount:5})'
-        "{duplicate}}",
+        'mutation($i:ID!){performAction(instance:$i,action:"submit",input:{amount:5}){duplicate}}',
         {"i": instance},
     )
     return str(instance)

@@ -28,6 +28,7 @@ EXPECTED_TABLES = {
     "auth_challenges",
     "assignments",
     "delegated_tasks",
+    "assignment_candidates",
     "schedules",
     "notifications",
     "webhooks",

@@ -76,9 +76,7 @@ async def test_a_duplicate_key_in_an_action_input_is_invalid_input(api: Api):
         "code": "INVALID_INPUT",
         "pointer": "/variables/in/fields/amount",
     }
-    events = await api.ok(
-        "query($i:ID!){events(process:$i){edges{node{seq}}}}", {"i": instance}
-    )
+    events = await api.ok("query($i:ID!){events(process:$i){edges{node{seq}}}}", {"i": instance})
     assert len(events["events"]["edges"]) == 1  # only the start: nothing was performed
 
 

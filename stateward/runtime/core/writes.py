@@ -29,6 +29,7 @@ from stateward.domain.model import (
 )
 from stateward.domain.plan import plan_for
 from stateward.domain.registry import owns
+from stateward.domain.tasks import task_fields
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.envelope import build_envelope, parse_ts
 from stateward.governance.roles import namespace_scopes
@@ -270,6 +271,8 @@ async def _effects(
     if effects.open_assignment is not None:
         aid = assignment_id(ctx.identity)
         member = await rotation.next_member(ctx, record, outcome.state, effects.open_assignment)
+        entered = ctx.definition.states.get(outcome.state)
+        task = task_fields(None if entered is None else entered.task, outcome.data, ctx.now)
         await uow.assignments.open(
             AssignmentRecord(
                 id=aid,
@@ -281,6 +284,10 @@ async def _effects(
                 created_at=ctx.now,
                 assignee=member,
                 claimed_at=ctx.now if member else None,
+                priority=task.priority,
+                due_at=task.due_at,
+                follow_up_at=task.follow_up_at,
+                candidate_users=list(task.candidates) or None,
             )
         )
         ids[ev.WORKFLOW_ASSIGNED] = [aid]

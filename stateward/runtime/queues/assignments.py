@@ -30,7 +30,10 @@ from stateward.domain.errors import (
     DomainError,
 )
 from stateward.domain.model import Outcome
+from stateward.domain.paths import SYSTEM_NAMESPACE
+from stateward.domain.search import AssignmentSearch, Ordering
 from stateward.persistence.assignments import CANCELLED, CLAIMED, COMPLETED, UNASSIGNED
+from stateward.persistence.search import AssignmentScope
 from stateward.records import AssignmentRecord
 from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import attest
@@ -79,13 +82,15 @@ def _require_open(a: AssignmentRecord) -> None:
 
 
 async def op_claim(ctx: ActContext) -> Outcome:
-    """`$claim {assignment}`: an unassigned assignment becomes the actor's (team role)."""
+    """`$claim {assignment}`: an unassigned assignment becomes the actor's (team role,
+    `admin`, or one of its candidate users)."""
     a = await _assignment(ctx)
     _require_open(a)
     if a.status == CLAIMED:
         raise DomainError(ALREADY_CLAIMED, f"assignment {a.id} is claimed by {a.assignee}")
-    if not (has_role(ctx.actor, a.team.lower()) or has_role(ctx.actor, ADMIN_ROLE)):
-        raise DomainError(FORBIDDEN, f"claiming needs the role {a.team!r}")
+    candidate = ctx.actor.id in (a.candidate_users or ())
+    if not (candidate or has_role(ctx.actor, a.team.lower()) or has_role(ctx.actor, ADMIN_ROLE)):
+        raise DomainError(FORBIDDEN, f"claiming needs the role {a.team!r} or a candidacy")
     outcome = apply_engine(ctx)
     if not await ctx.uow.assignments.claim_assignment(a.id, ctx.actor.id, ctx.now):
         raise DomainError(ALREADY_CLAIMED, f"assignment {a.id} was claimed concurrently")
@@ -265,12 +270,14 @@ async def my_assignments(
     first: int | None = MAX_FIRST,
     after: str | Sequence[Any] | None = None,
 ) -> list[AssignmentRecord]:
-    """The actor's own assignments ("mine"), oldest first, up to `first + 1` rows."""
+    """The actor's own assignments ("mine": claimed by it, or unassigned naming it a
+    candidate user), oldest first, up to `first + 1` rows."""
     size = _page(first, status)
     async with runtime.uow(readonly=True) as uow:
-        return await uow.assignments.queue(
-            assignee=actor_id(actor), status=status, after=_after(after), limit=size + 1
-        )
+        return await uow.assignments.mine(
+            actor_id(actor), readable=_readable(actor), status=status, after=_after(after),
+            limit=size + 1,
+        )  # fmt: skip
 
 
 async def count_assignments(
@@ -292,7 +299,55 @@ async def count_my_assignments(runtime: Runtime, actor: Any, status: str | None 
     """How many assignments `my_assignments` lists over all its pages."""
     _page(None, status)
     async with runtime.uow(readonly=True) as uow:
-        return await uow.assignments.count_queue(assignee=actor_id(actor), status=status)
+        return await uow.assignments.count_mine(
+            actor_id(actor), readable=_readable(actor), status=status
+        )
+
+
+def _readable(viewer: Any) -> list[str]:
+    """The namespaces where `viewer` holds a grant (it may read them and below)."""
+    return sorted({g.namespace for g in getattr(viewer, "grants", ())})
+
+
+def search_scope(viewer: Any) -> AssignmentScope:
+    """What `viewer` may list of assignments (`persistence.search.AssignmentScope`): the
+    team-queue rule of `assignments(team)` and `assignmentQueue` (the team's role or
+    `admin` in the namespace or above), plus its own claims and candidacies wherever it
+    may read. Nothing for a viewer without grants."""
+    grants = tuple(getattr(viewer, "grants", ()))
+    admin = sorted({g.namespace for g in grants if g.role.lower() == ADMIN_ROLE})
+    if SYSTEM_NAMESPACE in admin:
+        return AssignmentScope(everything=True)
+    teams: dict[str, set[str]] = {}
+    for g in grants:
+        if g.role.lower() != ADMIN_ROLE:
+            teams.setdefault(g.role.lower(), set()).add(g.namespace)
+    return AssignmentScope(
+        admin_namespaces=tuple(admin),
+        teams=tuple((role, tuple(sorted(ns))) for role, ns in sorted(teams.items())),
+        readable=tuple(_readable(viewer)),
+        actor=actor_id(viewer),
+    )
+
+
+async def search_assignments(
+    runtime: Runtime, viewer: Any, search: AssignmentSearch, *, order: Ordering,
+    position: tuple[Any, str] | None, backward: bool, limit: int,
+) -> tuple[list[AssignmentRecord], list[tuple[Any, str]]]:  # fmt: skip
+    """`assignments(filter, orderBy, ...)`: up to `limit` assignments the viewer may see
+    after `position` (mirrored when `backward`), each with its keyset position."""
+    async with runtime.uow(readonly=True) as uow:
+        found = await uow.task_search.assignments(
+            search, scope=search_scope(viewer), order=order, position=position,
+            backward=backward, limit=limit,
+        )  # fmt: skip
+    return [a for a, _ in found], [(v, a.id) for a, v in found]
+
+
+async def count_search(runtime: Runtime, viewer: Any, search: AssignmentSearch) -> int:
+    """How many assignments `search_assignments` lists over all its pages."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.task_search.count(search, scope=search_scope(viewer))
 
 
 # --- revocation ---------------------------------------------------------------------------

@@ -112,6 +112,18 @@ class Assignment(Node):
     claimed_at: datetime | None
     completed_at: datetime | None
     cancelled_at: datetime | None
+    candidate_users: list[str] = strawberry.field(
+        default_factory=list,
+        description="Users who may claim it without the team's role (and see it in "
+        "`myAssignments`).",
+    )
+    priority: int | None = strawberry.field(
+        default=None, description="Its priority (higher = more urgent), or null."
+    )
+    due_at: datetime | None = strawberry.field(default=None, description="When it is due, or null.")
+    follow_up_at: datetime | None = strawberry.field(
+        default=None, description="When to look at it again, or null."
+    )
 
     @classmethod
     def from_record(cls, record: AssignmentRecord) -> Assignment:
@@ -122,7 +134,8 @@ class Assignment(Node):
             team=record.team, assignee=record.assignee, status=record.status,
             review_data=record.review_data, created_at=record.created_at,
             claimed_at=record.claimed_at, completed_at=record.completed_at,
-            cancelled_at=record.cancelled_at,
+            cancelled_at=record.cancelled_at, candidate_users=list(record.candidate_users or ()),
+            priority=record.priority, due_at=record.due_at, follow_up_at=record.follow_up_at,
         )  # fmt: skip
 
     @strawberry.field

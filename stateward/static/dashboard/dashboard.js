@@ -14,7 +14,7 @@ const INSTANCE_FIELDS = "instanceId workflowPath status state { key } slaWarnAt 
 const INSTANCES = `query($after: String) { instances(first: 100, after: $after) {
   nodes { ${INSTANCE_FIELDS} } pageInfo { hasNextPage endCursor } } }`;
 const INSTANCE = `query($i: ID!) { instance(id: $i) { ${INSTANCE_FIELDS} } }`;
-const QUEUE = `query($t: String!) { assignments(team: $t, status: "unassigned", first: 50) {
+const QUEUE = `query($t: String!) { assignments(filter: { team: $t, status: [UNASSIGNED] }, first: 50) {
   nodes { assignmentId instanceId state team createdAt } } }`;
 const CLAIM = `mutation($id: ID!) { claimAssignment(id: $id) { assignmentId status assignee } }`;
 // Counted by the server (GROUP BY), not from the instances this page happened to load.
