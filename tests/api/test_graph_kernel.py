@@ -51,7 +51,7 @@ async def test_an_analyst_claims_from_the_team_queue_and_a_second_claim_loses(ap
     assert [e["node"]["status"] for e in mine["myAssignments"]["edges"]] == ["claimed"]
     assert mine["myAssignments"]["totalCount"] == 1
     counted = '{assignments(team:"analyst"){totalCount} open:assignments(team:"analyst",'
-    counted += 'status:"unassigned"){totalCount}}'
+    counted += 'status:UNASSIGNED){totalCount}}'
     assert await api.ok(counted, token=bob) == {"assignments": {"totalCount": 1},
                                                 "open": {"totalCount": 0}}  # fmt: skip
 
