@@ -64,7 +64,7 @@ class ActionResult:
             instance_id=instance["instanceId"],
             workflow=instance["workflowPath"],
             state=instance["state"]["key"],
-            status=instance["status"],
+            status=str(instance["status"]).lower(),  # the enum name, as the record spells it
             seq=instance["seq"],
             data=instance["data"],
             duplicate=value["duplicate"],

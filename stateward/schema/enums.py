@@ -7,8 +7,11 @@ Each member's Python value is the string stored in the database and used by the 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 import strawberry
+
+from stateward.domain import events as ev
 
 
 @strawberry.enum(description="Where an instance is in its life.")
@@ -117,3 +120,98 @@ class IncidentKind(Enum):
     WORKFLOW_ERROR = strawberry.enum_value(
         "WORKFLOW_ERROR", description="Any other failure that put the instance in error."
     )
+
+
+@strawberry.enum(description="Who acts in a state.")
+class Audience(Enum):
+    TEAM = strawberry.enum_value("team", description="Signed-in members with the action's role.")
+    PUBLIC = strawberry.enum_value(
+        "public", description="Visitors with an entry token (no login), and members."
+    )
+    SYSTEM = strawberry.enum_value(
+        "system", description="Only the system: hooks, timers, messages; never a person."
+    )
+
+
+@strawberry.enum(description="How a state is worked (its `mode`).")
+class StageMode(Enum):
+    FORM = strawberry.enum_value("form", description="Someone fills in the state's form.")
+    REVIEW = strawberry.enum_value(
+        "review", description="A team member claims the assignment and reviews."
+    )
+    DELEGATED = strawberry.enum_value(
+        "delegated", description="Worked on another surface (named by `surface`)."
+    )
+    AUTOMATED = strawberry.enum_value("automated", description="A hook does the work.")
+
+
+@strawberry.enum(description="How a state routes what is submitted in it (its `type`).")
+class StageType(Enum):
+    SIMPLE = strawberry.enum_value(
+        "simple", description="Branch rules, then the next state by ordinal."
+    )
+    DYNAMIC = strawberry.enum_value(
+        "dynamic", description="Branch rules first; otherwise the state's hook routes."
+    )
+    AUTOMATED = strawberry.enum_value(
+        "automated", description="A system state whose hook runs on entry, then routes."
+    )
+
+
+@strawberry.enum(description="Where a webhook delivery is.")
+class WebhookDeliveryStatus(Enum):
+    PENDING = strawberry.enum_value("pending", description="Not delivered yet; will be tried.")
+    DELIVERED = strawberry.enum_value("delivered", description="Accepted by the receiver (2xx).")
+    FAILED = strawberry.enum_value("failed", description="Given up after the last attempt.")
+
+
+#: What each bus event type means (a type missing here still gets an enum value).
+BUS_EVENT_MEANINGS = {
+    ev.WORKFLOW_STARTED: "An instance started.",
+    ev.WORKFLOW_ADVANCED: "An instance moved to another state.",
+    ev.WORKFLOW_UPDATED: "An instance's data changed; its state did not.",
+    ev.WORKFLOW_COMPLETED: "An instance reached a final state.",
+    ev.WORKFLOW_CANCELLED: "An instance was cancelled.",
+    ev.WORKFLOW_ASSIGNED: "An assignment opened.",
+    ev.WORKFLOW_CLAIMED: "An assignment was claimed.",
+    ev.WORKFLOW_UNCLAIMED: "An assignment was released.",
+    ev.ASSIGNMENT_COMPLETED: "An assignment was completed.",
+    ev.ASSIGNMENT_CANCELLED: "An assignment was closed without a review.",
+    ev.SLA_WARNING: "A state's SLA deadline is near.",
+    ev.SLA_BREACHED: "A state's SLA deadline passed.",
+    ev.WORKFLOW_ERROR: "An instance stopped on an error.",
+    ev.WORKFLOW_STALE: "An instance has been idle longer than its `staleAfter`.",
+    ev.WORKFLOW_DEPLOYED: "A workflow version was deployed.",
+    ev.WORKFLOW_MIGRATED: "An instance moved to another workflow version.",
+    ev.ROLE_GRANTED: "A role was granted.",
+    ev.ROLE_REVOKED: "A role was revoked.",
+    ev.LOG_CHECKPOINT: "The deployment log was checkpointed (a signed tree head).",
+}
+
+
+def _bus_member(event_type: str) -> str:
+    return event_type.upper().replace(".", "_")
+
+
+#: The bus event types as an enum (`BusEvent.eventType`): one value per
+#: `domain.events.ALL_TYPES`, `workflow.sla.warning` -> `WORKFLOW_SLA_WARNING`.
+BusEventType = strawberry.enum(  # type: ignore[call-overload]
+    Enum(  # type: ignore[misc]
+        "BusEventType",
+        {
+            _bus_member(t): strawberry.enum_value(
+                t, description=BUS_EVENT_MEANINGS.get(t, f"A `{t}` event.")
+            )
+            for t in ev.ALL_TYPES
+        },
+    ),
+    description="The type of a bus event, as an enum (`BusEvent.type` is the same string).",
+)
+
+
+def bus_event_type(event_type: str) -> Any:
+    """The `BusEventType` of a type string, or None for a type the enum does not know."""
+    try:
+        return BusEventType(event_type)
+    except ValueError:
+        return None

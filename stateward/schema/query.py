@@ -31,6 +31,7 @@ from stateward.schema.enums import (
     AssignmentStatus,
     InstanceGroup,
     SortDirection,
+    WebhookDeliveryStatus,
 )
 from stateward.schema.inputs import (
     AssignmentFilter,
@@ -272,10 +273,11 @@ class Query:
         "their candidate users; oldest first."
     )
     async def my_assignments(
-        self, info: Info, status: str | None = None, first: int | None = None,
+        self, info: Info, status: AssignmentStatus | None = None, first: int | None = None,
         after: str | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        page = await kernel.my_queue(info, status, first, after)
+        wanted = None if status is None else str(status.value)
+        page = await kernel.my_queue(info, wanted, first, after)
         return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="A process's signed log (instance or registry), by seq.")
@@ -331,10 +333,11 @@ class Query:
 
     @strawberry.field(description="A namespace's webhook deliveries, newest first (admins).")
     async def webhook_deliveries(
-        self, info: Info, namespace: str, status: str | None = None, first: int | None = None,
-        after: str | None = None,
+        self, info: Info, namespace: str, status: WebhookDeliveryStatus | None = None,
+        first: int | None = None, after: str | None = None,
     ) -> Connection[WebhookDelivery]:  # fmt: skip
-        page = await webhooks.webhook_deliveries(info, namespace, status, first, after)
+        wanted = None if status is None else str(status.value)
+        page = await webhooks.webhook_deliveries(info, namespace, wanted, first, after)
         return Connection.of(page, WebhookDelivery.from_record)
 
     @strawberry.field(description="A visitor's view of its instance (no login needed).")

@@ -137,7 +137,7 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
             mine = gql(
                 server.url,
                 token,
-                '{ myAssignments(status: "claimed") { nodes { assignmentId instanceId } } }',
+                "{ myAssignments(status: CLAIMED) { nodes { assignmentId instanceId } } }",
             )
             assert assignment in {n["assignmentId"] for n in mine["myAssignments"]["nodes"]}
 

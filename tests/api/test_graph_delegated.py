@@ -225,8 +225,8 @@ async def test_the_state_node_shows_type_and_auto_transition(api: Api) -> None:
     await api.ok(DEPLOY, {"d": scan()})
     states = (await api.ok(STATE, {"p": "acme/docs/scan"}))["workflow"]["states"]
     ocr = next(s for s in states if s["key"] == "ocr")
-    assert ocr == {"key": "ocr", "type": "simple", "autoTransition": False,
-                   "mode": "delegated", "surface": "acme-ocr"}  # fmt: skip
+    assert ocr == {"key": "ocr", "type": "SIMPLE", "autoTransition": False,
+                   "mode": "DELEGATED", "surface": "acme-ocr"}  # fmt: skip
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ async def test_a_bearer_caller_deploys_starts_performs_and_reads_the_events(api:
     assert ("note", "review", "review") in edges
     started = await api.ok(START, {"w": "acme/loans/loan", "d": {"who": "ann"}})
     instance = started["startInstance"]
-    assert instance["state"]["key"] == "intake" and instance["status"] == "active"
+    assert instance["state"]["key"] == "intake" and instance["status"] == "ACTIVE"
     done = await api.ok(PERFORM, {"i": instance["id"], "a": "submit",
                                   "in": {"fields": {"amount": 500}}})  # fmt: skip
     result = done["performAction"]

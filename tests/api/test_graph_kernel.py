@@ -44,14 +44,14 @@ async def test_an_analyst_claims_from_the_team_queue_and_a_second_claim_loses(ap
     ident = queue[0]["node"]["id"]
     claim = "mutation($i:ID!){claimAssignment(id:$i){status assignee}}"
     claimed = (await api.ok(claim, {"i": ident}, token=ann))["claimAssignment"]
-    assert claimed == {"status": "claimed", "assignee": ann_key.public}
+    assert claimed == {"status": "CLAIMED", "assignee": ann_key.public}
     lost = await api.gql(claim, {"i": ident}, token=bob)
     assert lost["errors"][0]["extensions"]["code"] == "ALREADY_CLAIMED"
     mine = await api.ok("{myAssignments{totalCount edges{node{assignmentId status}}}}", token=ann)
-    assert [e["node"]["status"] for e in mine["myAssignments"]["edges"]] == ["claimed"]
+    assert [e["node"]["status"] for e in mine["myAssignments"]["edges"]] == ["CLAIMED"]
     assert mine["myAssignments"]["totalCount"] == 1
     counted = '{assignments(team:"analyst"){totalCount} open:assignments(team:"analyst",'
-    counted += 'status:UNASSIGNED){totalCount}}'
+    counted += "status:UNASSIGNED){totalCount}}"
     assert await api.ok(counted, token=bob) == {"assignments": {"totalCount": 1},
                                                 "open": {"totalCount": 0}}  # fmt: skip
 
@@ -70,8 +70,8 @@ async def test_completing_an_assignment_records_the_review_and_performs_the_acti
         {"i": ident}, token=boss,
     )  # fmt: skip
     result = done["completeAssignment"]
-    assert result["status"] == "completed" and result["reviewData"] == {"ok": True}
-    assert result["instance"] == {"status": "completed", "state": {"key": "approved"}}
+    assert result["status"] == "COMPLETED" and result["reviewData"] == {"ok": True}
+    assert result["instance"] == {"status": "COMPLETED", "state": {"key": "approved"}}
     inst = await api.ok("query($i:ID!){instance(id:$i){terminal}}", {"i": pid}, token=boss)
     assert inst["instance"]["terminal"] is True
 
@@ -87,7 +87,7 @@ async def test_completing_an_assignment_passes_the_actions_input(api: Api) -> No
     bad = await api.gql(complete, {"i": ident, "in": [1]}, token=boss)
     assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
     done = await api.ok(complete, {"i": ident, "in": {"text": "looks fine"}}, token=boss)
-    assert done["completeAssignment"]["status"] == "completed"
+    assert done["completeAssignment"]["status"] == "COMPLETED"
     inst = await api.ok("query($i:ID!){instance(id:$i){data}}", {"i": pid}, token=boss)
     assert inst["instance"]["data"]["notes"] == ["looks fine"]
 

@@ -52,9 +52,9 @@ async def test_cancelling_an_instance_ends_it_cancels_its_queue_and_cannot_repea
     done = (await api.ok(CANCEL, {"i": pid}))["cancelInstance"]
     assert done["duplicate"] is False
     assert done["event"] == {"action": "$cancel", "actor": api.admin.public}
-    assert done["instance"]["status"] == "cancelled"
+    assert done["instance"]["status"] == "CANCELLED"
     edges = done["instance"]["assignments"]["edges"]
-    assert [e["node"]["status"] for e in edges] == ["cancelled"]
+    assert [e["node"]["status"] for e in edges] == ["CANCELLED"]
     assert code(await api.gql(CANCEL, {"i": pid})) == "INACTIVE_PROCESS"
 
 
@@ -72,10 +72,10 @@ async def test_an_assignee_unclaims_and_only_an_admin_cancels_an_assignment(api:
     _, bob = await api.user("acme", "analyst")
     assert code(await api.gql(UNCLAIM, {"i": ident}, token=bob)) == "FORBIDDEN"
     back = (await api.ok(UNCLAIM, {"i": ident}, token=ann))["unclaimAssignment"]
-    assert back == {"status": "unassigned", "assignee": None}
+    assert back == {"status": "UNASSIGNED", "assignee": None}
     assert code(await api.gql(CANCEL_ASSIGNMENT, {"i": ident}, token=ann)) == "FORBIDDEN"
     cancelled = (await api.ok(CANCEL_ASSIGNMENT, {"i": ident}))["cancelAssignment"]
-    assert cancelled["status"] == "cancelled" and cancelled["cancelledAt"]
+    assert cancelled["status"] == "CANCELLED" and cancelled["cancelledAt"]
 
 
 async def test_an_entry_token_issued_for_a_started_instance_opens_its_public_view(

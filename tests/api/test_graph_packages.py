@@ -49,7 +49,7 @@ async def test_workflow_analytics_count_instances(api: Api) -> None:
     )
     figures = data["workflow"]["analytics"]
     assert figures["started"] == 2
-    assert figures["statusCounts"] == [{"status": "active", "count": 2}]
+    assert figures["statusCounts"] == [{"status": "ACTIVE", "count": 2}]
 
 
 async def test_export_package_with_dependencies_adds_the_spawned_workflows(api: Api) -> None:

@@ -17,7 +17,7 @@ SUBMIT = """mutation($i:ID!){performAction(instance:$i,action:"submit",
   input:{fields:{amount:5}}){event{seq}}}"""
 FLOW = {"workflow": "acme/loans/loan", "types": ["workflow.started", "workflow.advanced"]}
 EVENTS = """subscription($f:EventFilter,$a:String){events(filter:$f,after:$a){
-  id cursor type namespace workflow instanceId actor action fromState toState}}"""
+  id cursor type eventType namespace workflow instanceId actor action fromState toState}}"""
 
 
 @pytest.fixture
@@ -106,6 +106,7 @@ async def test_resuming_after_a_cursor_replays_then_goes_live_without_duplicates
             "workflow.advanced",
             "workflow.advanced",
         ]
+        assert [e["eventType"] for e in backlog[1:3]] == ["WORKFLOW_STARTED", "WORKFLOW_ADVANCED"]
         cursor = backlog[1]["cursor"]
         third = (await api.ok(START))["startInstance"]
         live = (await sock.next())["events"]

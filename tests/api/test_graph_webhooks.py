@@ -17,7 +17,7 @@ from stateward.runtime.sweeps import webhooks
 
 SET = """mutation($n:String!,$u:String,$s:String){setWebhook(namespace:$n,url:$u,secret:$s){
   namespace webhookUrl}}"""
-DELIVERIES = """query($n:String!,$s:String,$f:Int,$a:String){
+DELIVERIES = """query($n:String!,$s:WebhookDeliveryStatus,$f:Int,$a:String){
   webhookDeliveries(namespace:$n,status:$s,first:$f,after:$a){
     edges{cursor node{id namespace url eventType payload status attempts lastError
       nextAttemptAt createdAt deliveredAt}}
@@ -94,7 +94,7 @@ async def test_a_breach_delivery_shows_its_failed_then_successful_attempt(
     report = await ticker.tick(api.runtime)
     assert report.sla.breaches == [pid]
     [first] = await _deliveries(api)
-    assert (first["status"], first["attempts"], first["lastError"]) == ("pending", 1, "HTTP 500")
+    assert (first["status"], first["attempts"], first["lastError"]) == ("PENDING", 1, "HTTP 500")
     assert first["namespace"] == "acme" and first["url"] == receiver.url
     assert first["eventType"] == "workflow.sla.breached"
     assert first["payload"]["instanceId"] == pid
@@ -102,11 +102,11 @@ async def test_a_breach_delivery_shows_its_failed_then_successful_attempt(
     api.runtime.clock.advance(webhooks.backoff_seconds(1))  # type: ignore[attr-defined]
     await ticker.tick(api.runtime)
     [done_] = await _deliveries(api)
-    assert (done_["id"], done_["status"], done_["attempts"]) == (first["id"], "delivered", 2)
+    assert (done_["id"], done_["status"], done_["attempts"]) == (first["id"], "DELIVERED", 2)
     assert done_["deliveredAt"] and done_["nextAttemptAt"] is None
     assert receiver.calls == 2
-    assert await _deliveries(api, s="failed") == []
-    assert [d["id"] for d in await _deliveries(api, s="delivered")] == [first["id"]]
+    assert await _deliveries(api, s="FAILED") == []
+    assert [d["id"] for d in await _deliveries(api, s="DELIVERED")] == [first["id"]]
 
 
 async def test_deliveries_page_newest_first(api: Api, receiver: Receiver) -> None:

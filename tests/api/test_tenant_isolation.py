@@ -221,10 +221,10 @@ async def test_a_revoked_assignees_claim_is_released_by_a_recorded_system_unclai
     rows = await api.ok(query, {"i": w.acme.instance})
     aid = rows["instance"]["assignments"]["edges"][0]["node"]["assignmentId"]
     claim = "mutation($i:ID!){claimAssignment(id:$i){status assignee}}"
-    assert (await api.ok(claim, {"i": aid}, token=token))["claimAssignment"]["status"] == "claimed"
+    assert (await api.ok(claim, {"i": aid}, token=token))["claimAssignment"]["status"] == "CLAIMED"
     await api.ok(REVOKE, {"n": "acme/sales", "a": key.public, "r": ["analyst"]})
     rows = await api.ok(query, {"i": w.acme.instance})
-    assert rows["instance"]["assignments"]["edges"][0]["node"]["status"] == "unassigned"
+    assert rows["instance"]["assignments"]["edges"][0]["node"]["status"] == "UNASSIGNED"
     events = await api.ok(
         "query($i:ID!){events(process:$i){edges{node{action actor input}}}}",
         {"i": w.acme.instance},
@@ -235,7 +235,7 @@ async def test_a_revoked_assignees_claim_is_released_by_a_recorded_system_unclai
     verdict = await api.ok("query($i:ID!){verifyProcess(id:$i){valid}}", {"i": w.acme.instance})
     assert verdict["verifyProcess"]["valid"] is True
     _, other = await api.user("acme/sales", "analyst")  # the queue is free for the team
-    assert (await api.ok(claim, {"i": aid}, token=other))["claimAssignment"]["status"] == "claimed"
+    assert (await api.ok(claim, {"i": aid}, token=other))["claimAssignment"]["status"] == "CLAIMED"
 
 
 # 2. Spawn crossed tenants.
@@ -356,14 +356,14 @@ async def test_a_cross_namespace_hook_needs_a_shared_module(slow_hooks_api: Api)
             one = (await api.ok(START, {"w": "globex/sales/auto"}, token=gx))["startInstance"]
             await api.ok(ACT, {"i": one["instanceId"], "a": "go"}, token=gx)
             ran = await api.ok(STATUS, {"i": one["instanceId"]}, token=gx)
-            assert ran["instance"]["status"] == "completed", ran
+            assert ran["instance"]["status"] == "COMPLETED", ran
             assert ran["instance"]["data"]["score"] == 7
             unshare = share.replace("shareModule", "unshareModule")
             await api.ok(unshare, {"t": "globex/sales"}, token=ax)
             two = (await api.ok(START, {"w": "globex/sales/auto"}, token=gx))["startInstance"]
             await api.ok(ACT, {"i": two["instanceId"], "a": "go"}, token=gx)
             stopped = await api.ok(STATUS, {"i": two["instanceId"]}, token=gx)
-            assert stopped["instance"]["status"] == "error"  # checked again at run time
+            assert stopped["instance"]["status"] == "ERROR"  # checked again at run time
             assert "score" not in stopped["instance"]["data"]
             (last,) = stopped["instance"]["lastEvents"]
             assert (last["action"], last["input"]["code"]) == ("$automate", "HOOK_NOT_FOUND")

@@ -104,7 +104,7 @@ async def test_a_full_scenario_reaches_the_websocket_subscriber_in_order(
             'action:"approve"){status}}',
             {"i": assignment},
         )
-        assert done["completeAssignment"]["status"] == "completed"
+        assert done["completeAssignment"]["status"] == "COMPLETED"
         events = await live.wait_for(lambda ev: any(e["type"] == "workflow.completed" for e in ev))
         replay = await Subscriber(
             server.ws_url, token, {"f": {"namespace": NAMESPACE}, "a": "0"}
@@ -131,7 +131,7 @@ async def test_a_full_scenario_reaches_the_websocket_subscriber_in_order(
     assert cursors(replayed) == cursors(events)  # no gap: live saw every outbox row
     assert {e["instanceId"] for e in events if e["type"].startswith("workflow.a")} == {instance}
     state = await admin.ok("query($i:ID!){instance(id:$i){status state{key}}}", {"i": instance})
-    assert state["instance"] == {"status": "completed", "state": {"key": "done"}}
+    assert state["instance"] == {"status": "COMPLETED", "state": {"key": "done"}}
 
 
 async def test_serve_reports_ready_and_stops_cleanly_on_sigterm(server: ServerProcess) -> None:

@@ -7,6 +7,7 @@ from datetime import date, datetime
 import strawberry
 
 from stateward.runtime.insight import analytics as figures
+from stateward.schema.enums import InstanceStatus
 
 
 @strawberry.type(description="count, mean and percentiles of durations, in seconds.")
@@ -52,7 +53,7 @@ class DayCount:
 
 @strawberry.type(description="Instances started in the window with this status now.")
 class StatusCount:
-    status: str
+    status: InstanceStatus
     count: int
 
 
@@ -81,7 +82,9 @@ class WorkflowAnalytics:
             to=a.to,
             as_of=a.as_of,
             started=a.started,
-            status_counts=[StatusCount(status=c.status, count=c.count) for c in a.status_counts],
+            status_counts=[
+                StatusCount(status=InstanceStatus(c.status), count=c.count) for c in a.status_counts
+            ],
             throughput=[DayCount(day=d.day, completed=d.completed) for d in a.throughput],
             cycle_time=Durations.of(a.cycle_time),
             states=[

@@ -8,6 +8,7 @@ from typing import Any
 
 import strawberry
 
+from stateward.schema.enums import BusEventType, bus_event_type
 from stateward.schema.scalars import JSON
 
 
@@ -20,7 +21,12 @@ class BusEvent:
         description="Where this event is in the stream: pass it back as `events(after:)` to "
         "resume after it (same type, decimal digits; later events have larger numbers)."
     )
-    type: str
+    type: str = strawberry.field(
+        description="The event type, e.g. `workflow.advanced` (the same as `eventType`)."
+    )
+    event_type: BusEventType | None = strawberry.field(  # type: ignore[valid-type]
+        description="The event type as an enum (null for a type this schema does not list)."
+    )
     at: str | None
     namespace: str | None
     workflow: str | None
@@ -66,7 +72,8 @@ class BusEvent:
         """From a §9 payload (bus message or outbox row)."""
         cursor = int(payload["id"])
         return cls(
-            id=str(cursor), cursor=str(cursor), type=str(payload.get("type")), at=payload.get("at"),
+            id=str(cursor), cursor=str(cursor), type=str(payload.get("type")),
+            event_type=bus_event_type(str(payload.get("type"))), at=payload.get("at"),
             namespace=payload.get("namespace"), workflow=payload.get("workflow"),
             version=payload.get("version"), instance_id=payload.get("instanceId"),
             actor=payload.get("actor"), action=payload.get("action"),

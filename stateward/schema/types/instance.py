@@ -21,6 +21,7 @@ from stateward.domain.registry import redact_input
 from stateward.records import AssignmentRecord, ProcessRecord, StoredEvent
 from stateward.resolvers import instances, reads
 from stateward.resolvers.ids import to_global_id
+from stateward.schema.enums import AssignmentStatus, InstanceStatus
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
@@ -106,7 +107,7 @@ class Assignment(Node):
     state: str
     team: str
     assignee: str | None
-    status: str
+    status: AssignmentStatus
     review_data: JSON | None
     created_at: datetime
     claimed_at: datetime | None
@@ -131,7 +132,7 @@ class Assignment(Node):
         return cls(
             id=strawberry.ID(to_global_id("Assignment", record.id)),
             assignment_id=record.id, instance_id=record.process_id, state=record.state,
-            team=record.team, assignee=record.assignee, status=record.status,
+            team=record.team, assignee=record.assignee, status=AssignmentStatus(record.status),
             review_data=record.review_data, created_at=record.created_at,
             claimed_at=record.claimed_at, completed_at=record.completed_at,
             cancelled_at=record.cancelled_at, candidate_users=list(record.candidate_users or ()),
@@ -164,7 +165,7 @@ class Instance(Node):
     metadata: JSON = strawberry.field(
         description="The `metadata` given at start ({} when none); not part of routing."
     )
-    status: str
+    status: InstanceStatus
     started_by: str | None
     parent_id: str | None = strawberry.field(
         resolver=_readable_parent_id,
@@ -186,7 +187,8 @@ class Instance(Node):
         return cls(
             id=strawberry.ID(to_global_id("Instance", record.id)), _record=record,
             instance_id=record.id, namespace=record.namespace, workflow_path=record.workflow,
-            version=record.workflow_version, data=record.data, status=record.status,
+            version=record.workflow_version, data=record.data,
+            status=InstanceStatus(record.status),
             metadata=dict(record.instance_metadata or {}),
             started_by=record.started_by, seq=record.seq,
             head_hash=record.head_hash, sla_warn_at=record.sla_warn_at,
@@ -241,9 +243,10 @@ class Instance(Node):
     @strawberry.field(description="Assignments of this instance, oldest first.")
     async def assignments(
         self, info: Info, first: int | None = None, after: str | None = None,
-        status: str | None = None,
+        status: AssignmentStatus | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
-        page = await instances.assignments_of(info, self.instance_id, first, after, status)
+        wanted = None if status is None else str(status.value)
+        page = await instances.assignments_of(info, self.instance_id, first, after, wanted)
         return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="Actions the viewer could perform now (role, state, guard).")

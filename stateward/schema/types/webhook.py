@@ -14,6 +14,7 @@ from typing import Any
 import strawberry
 
 from stateward.records import DeliveryRecord
+from stateward.schema.enums import WebhookDeliveryStatus
 from stateward.schema.scalars import JSON
 
 
@@ -42,7 +43,7 @@ class WebhookDelivery:
         description="The JSON body that is (or was) posted (a delegated stage's callback "
         "token shown as `[redacted]`)."
     )
-    status: str = strawberry.field(description="`pending`, `delivered` or `failed`.")
+    status: WebhookDeliveryStatus = strawberry.field(description="Where the delivery is.")
     attempts: int
     last_error: str | None
     next_attempt_at: datetime | None = strawberry.field(
@@ -57,7 +58,8 @@ class WebhookDelivery:
         pending = record.status == "pending"
         return cls(
             id=record.id, namespace=record.namespace, url=record.url,
-            event_type=record.event_type, payload=_payload(record.body), status=record.status,
+            event_type=record.event_type, payload=_payload(record.body),
+            status=WebhookDeliveryStatus(record.status),
             attempts=record.attempts, last_error=record.last_error,
             next_attempt_at=record.next_attempt_at if pending else None,
             created_at=record.created_at, delivered_at=record.delivered_at,

@@ -21,7 +21,7 @@ from stateward.domain.search import InstanceSearch, Ordering
 from stateward.resolvers import reads, search
 from stateward.resolvers.ids import to_global_id
 from stateward.resolvers.paging import Window
-from stateward.schema.enums import InstanceStatus
+from stateward.schema.enums import Audience, InstanceStatus, StageMode, StageType
 from stateward.schema.scalars import JSON
 from stateward.schema.types.analytics import WorkflowAnalytics
 from stateward.schema.types.connection import Connection
@@ -67,17 +67,17 @@ class State(Node):
     ordinal: int
     terminal: bool
     description: str | None
-    audience: str
+    audience: Audience
     sla_seconds: float | None
     assign: str | None
     hook: str | None
-    mode: str | None
+    mode: StageMode | None
     surface: str | None
     visible: list[str]
     initial: bool
-    type: str = strawberry.field(
-        description="The stage type: `simple` (branch rules, then ordinal + 1), `dynamic` "
-        "(branch rules, then the hook routes) or `automated` (the hook runs on entry, then "
+    type: StageType = strawberry.field(
+        description="The stage type: `SIMPLE` (branch rules, then ordinal + 1), `DYNAMIC` "
+        "(branch rules, then the hook routes) or `AUTOMATED` (the hook runs on entry, then "
         "branch rules / ordinal + 1). Defaults as the DSL says (docs/reference/stages.md)."
     )
     auto_transition: bool = strawberry.field(
@@ -93,11 +93,11 @@ class State(Node):
             id=strawberry.ID(to_global_id("State", local)),
             _definition=definition, _version=version, _state=state,
             key=state.key, label=state.label, ordinal=state.ordinal, terminal=state.terminal,
-            description=state.description, audience=state.audience,
+            description=state.description, audience=Audience(state.audience),
             sla_seconds=state.sla_seconds, assign=state.assign, hook=state.hook,
-            mode=state.mode, surface=state.surface, visible=list(state.visible),
-            initial=definition.initial == state.key, type=state.stage_type,
-            auto_transition=state.auto_transition,
+            mode=None if state.mode is None else StageMode(state.mode), surface=state.surface,
+            visible=list(state.visible), initial=definition.initial == state.key,
+            type=StageType(state.stage_type), auto_transition=state.auto_transition,
         )  # fmt: skip
 
     @strawberry.field(description="The form template as authored (JSON), or null.")
@@ -214,12 +214,12 @@ class GraphNode:
     key: str
     label: str | None
     ordinal: int
-    audience: str
+    audience: Audience
     terminal: bool
     initial: bool
     assign: str | None
     sla_seconds: float | None
-    mode: str | None
+    mode: StageMode | None
     hook: str | None
 
 
@@ -255,12 +255,12 @@ class Graph:
                 key=s.key,
                 label=s.label,
                 ordinal=s.ordinal,
-                audience=s.audience,
+                audience=Audience(s.audience),
                 terminal=s.terminal,
                 initial=s.key == definition.initial,
                 assign=s.assign,
                 sla_seconds=s.sla_seconds,
-                mode=s.mode,
+                mode=None if s.mode is None else StageMode(s.mode),
                 hook=s.hook,
             )
             for s in states.values()

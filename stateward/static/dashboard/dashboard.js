@@ -20,7 +20,7 @@ const CLAIM = `mutation($id: ID!) { claimAssignment(id: $id) { assignmentId stat
 // Counted by the server (GROUP BY), not from the instances this page happened to load.
 const COUNTS = `{ instanceCounts(groupBy: [WORKFLOW, STATE],
   filter: { status: [ACTIVE, STALE, ERROR] }) { workflow state count } }`;
-const ENDED = new Set(["completed", "cancelled"]);
+const ENDED = new Set(["COMPLETED", "CANCELLED"]);
 const MAX_EVENTS = 60;
 const TOKEN_KEY = "stateward.dashboard.token";
 
