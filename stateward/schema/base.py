@@ -316,4 +316,26 @@ def build_schema(
         execution_context_class=PerEventExecutionContext,
     )
     schema.max_tokens = lim.max_tokens
+    describe_common_arguments(schema._schema)
     return schema
+
+
+#: Arguments that mean the same on every field that takes them (a field may still say
+#: more with its own description, which is kept).
+COMMON_ARGUMENTS = {
+    "first": "Page size forward (default 20, at most 100).",
+    "after": "Cursor to page forward from (an edge's `cursor` or `pageInfo.endCursor`).",
+    "last": "Page size backward (at most 100).",
+    "before": "Cursor to page backward from (an edge's `cursor` or `pageInfo.startCursor`).",
+    "namespace": "The namespace, e.g. `acme/loans`.",
+}
+
+
+def describe_common_arguments(schema: Any) -> None:
+    """Give every argument named in `COMMON_ARGUMENTS` that has no description its
+    common one, so each paging argument reads the same in GraphiQL and the SDL."""
+    for named in schema.type_map.values():
+        for field in (getattr(named, "fields", None) or {}).values():
+            for name, argument in (getattr(field, "args", None) or {}).items():
+                if not argument.description and name in COMMON_ARGUMENTS:
+                    argument.description = COMMON_ARGUMENTS[name]

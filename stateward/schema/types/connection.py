@@ -38,30 +38,43 @@ __all__ = [
 T = TypeVar("T")
 
 
-@strawberry.type
+@strawberry.type(
+    description="Where a page is in its list: whether more items follow either way, and "
+    "the cursors of its first and last items."
+)
 class PageInfo:
     """Relay page info: whether more items follow, and the cursors of this page's ends."""
 
-    has_next_page: bool
-    has_previous_page: bool
-    start_cursor: str | None
-    end_cursor: str | None
+    has_next_page: bool = strawberry.field(
+        description="More items follow this page (page on with `after: endCursor`)."
+    )
+    has_previous_page: bool = strawberry.field(
+        description="Items come before this page (page back with `before: startCursor`)."
+    )
+    start_cursor: str | None = strawberry.field(
+        description="The cursor of the page's first item (null for an empty page)."
+    )
+    end_cursor: str | None = strawberry.field(
+        description="The cursor of the page's last item (null for an empty page)."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="One item of a page, with its cursor.")
 class Edge(Generic[T]):
     """One item of a connection with the cursor to page after it."""
 
-    cursor: str
-    node: T
+    cursor: str = strawberry.field(
+        description="Opaque position of this item: pass it as `after` or `before`."
+    )
+    node: T = strawberry.field(description="The item.")
 
 
-@strawberry.type
+@strawberry.type(description="One page of a list (a Relay connection).")
 class Connection(Generic[T]):
     """A page of a growing list (Relay connection)."""
 
-    edges: list[Edge[T]]
-    page_info: PageInfo
+    edges: list[Edge[T]] = strawberry.field(description="The page's items with their cursors.")
+    page_info: PageInfo = strawberry.field(description="Where this page is in the list.")
     _total: strawberry.Private[Callable[[], Awaitable[int]] | None] = None
 
     @strawberry.field(
