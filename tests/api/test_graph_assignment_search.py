@@ -76,7 +76,7 @@ async def test_a_team_member_filters_sorts_and_pages_its_tenants_tasks(api: Api)
     assert priorities == sorted(priorities, reverse=True)
     assert priorities == [n["instance"]["data"]["amount"] for n in forward]
     first = forward[0]
-    assert first["candidateUsers"] == [carol.public] and first["status"] == "unassigned"
+    assert first["candidateUsers"] == [carol.public] and first["status"] == "UNASSIGNED"
     due = datetime.fromisoformat(first["dueAt"])
     follow = datetime.fromisoformat(first["followUpAt"])
     assert due - follow == timedelta(seconds=3000)
@@ -116,7 +116,7 @@ async def test_a_candidate_sees_claims_and_finds_its_tasks_in_my_assignments(api
     assert visible["totalCount"] == 12
     target = visible["edges"][0]["node"]["assignmentId"]
     claimed = (await api.ok(CLAIM, {"a": target}, token=carol_token))["claimAssignment"]
-    assert claimed == {"status": "claimed", "assignee": carol.public}
+    assert claimed == {"status": "CLAIMED", "assignee": carol.public}
     _, dave = await api.user("acme/loans", "clerk")
     other = visible["edges"][1]["node"]["assignmentId"]
     refused = await api.gql(CLAIM, {"a": other}, token=dave)

@@ -54,7 +54,7 @@ DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 SET = """mutation($n:String!,$u:String,$s:String,$f:String){
   setWebhook(namespace:$n,url:$u,secret:$s,surface:$f){namespace}}"""
 START = """mutation($w:String!,$m:JSON){startInstance(workflow:$w,metadata:$m){instanceId}}"""
-SUBMIT = """mutation($i:String!,$n:String!){performAction(instance:$i,action:"submit",
+SUBMIT = """mutation($i:ID!,$n:String!){performAction(instance:$i,action:"submit",
   input:{name:$n}){instance{status}}}"""
 TASKS = """query($s:String,$n:String,$a:Boolean){delegatedTasks(surface:$s,namespace:$n,
   availableOnly:$a){totalCount nodes{id instanceId namespace state surface data form metadata
@@ -64,7 +64,7 @@ LOCK = """mutation($id:ID!,$s:Int){lockDelegatedTask(id:$id,seconds:$s){token lo
 COMPLETE = """mutation($t:String!,$a:String,$in:JSON){completeDelegatedTask(token:$t,action:$a,
   input:$in){instanceId action state status}}"""
 DELIVERIES = """query($n:String!){webhookDeliveries(namespace:$n){edges{node{payload}}}}"""
-INSTANCE = """query($i:String!){instance(id:$i){state{key} status data}}"""
+INSTANCE = """query($i:ID!){instance(id:$i){state{key} status data}}"""
 STATE = """query($p:String!){workflow(path:$p){states{key type autoTransition mode surface}}}"""
 
 
@@ -132,7 +132,7 @@ async def test_entering_a_delegated_state_posts_the_context_and_a_scoped_token(
     finished = await api.ok(COMPLETE, {"t": other, "a": "finish", "in": {"result": "B"}},
                             token=None)  # fmt: skip
     assert finished["completeDelegatedTask"] == {
-        "instanceId": two, "action": "finish", "state": "done", "status": "completed"}  # fmt: skip
+        "instanceId": two, "action": "finish", "state": "done", "status": "COMPLETED"}  # fmt: skip
     assert (await api.ok(INSTANCE, {"i": one}))["instance"]["state"]["key"] == "check"
     assert code(await api.gql(COMPLETE, {"t": other}, token=None)) == "DELEGATION_CLOSED"
     assert code(await api.gql(COMPLETE, {"t": "x" * 43}, token=None)) == "NOT_FOUND"
@@ -196,7 +196,7 @@ async def test_a_lock_is_exclusive_replaces_the_webhook_token_and_lapses(
     )
     done = await api.ok(COMPLETE, {"t": again["token"], "a": "finish", "in": {"result": "A"}},
                         token=None)  # fmt: skip
-    assert done["completeDelegatedTask"]["status"] == "completed"
+    assert done["completeDelegatedTask"]["status"] == "COMPLETED"
     assert code(await api.gql(LOCK, {"id": task["id"], "s": 60}, token=second)) == (
         "DELEGATION_CLOSED"
     )
@@ -269,7 +269,7 @@ async def test_two_worker_processes_complete_each_task_exactly_once(
     async def all_done() -> None:
         while True:
             states = [(await api.ok(INSTANCE, {"i": p}))["instance"] for p in pids]
-            if all(s["status"] == "completed" for s in states):
+            if all(s["status"] == "COMPLETED" for s in states):
                 return
             await asyncio.sleep(0.2)
 

@@ -30,7 +30,7 @@ COUNTER = {
     "states": {"open": {"label": "Open"}},
     "actions": {"bump": {"label": "Bump", "from": "open", "mutate": {"$increment": {"n": 1}}}},
 }
-BUMP = 'mutation($i:String!){performAction(instance:$i,action:"bump"){duplicate}}'
+BUMP = 'mutation($i:ID!){performAction(instance:$i,action:"bump"){duplicate}}'
 
 
 def _children(pid: int) -> list[int]:
@@ -118,7 +118,7 @@ async def test_two_workers_share_the_port_deliver_across_and_replace_a_killed_on
             await again.ok(BUMP, {"i": instance})
             await again.close()
         check = Client(server.url, token)
-        data = await check.ok("query($i:String!){instance(id:$i){data}}", {"i": instance})
+        data = await check.ok("query($i:ID!){instance(id:$i){data}}", {"i": instance})
         await check.close()
         assert data["instance"]["data"]["n"] == 7
         pid = server.proc.pid

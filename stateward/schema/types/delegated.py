@@ -7,6 +7,7 @@ from typing import Any
 
 import strawberry
 
+from stateward.schema.enums import InstanceStatus
 from stateward.schema.scalars import JSON
 
 
@@ -74,7 +75,7 @@ class DelegatedCompletion:
     instance_id: str = strawberry.field(description="The instance acted on.")
     action: str = strawberry.field(description="The action performed.")
     state: str = strawberry.field(description="The instance's state after the event.")
-    status: str = strawberry.field(description="The instance's status after the event.")
+    status: InstanceStatus = strawberry.field(description="The instance's status after the event.")
     seq: int = strawberry.field(description="The seq of the event written.")
     duplicate: bool = strawberry.field(description="True when the event was already logged.")
 
@@ -83,6 +84,7 @@ class DelegatedCompletion:
         """From `runtime.core.act.ActResult`."""
         return cls(
             instance_id=result.record.id, action=result.event.action,
-            state=result.record.state, status=result.record.status, seq=result.event.seq,
+            state=result.record.state, status=InstanceStatus(result.record.status),
+            seq=result.event.seq,
             duplicate=result.duplicate,
         )  # fmt: skip
