@@ -28,6 +28,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
 from stateward.schema.cost import cost_rule, token_limit_message, too_many_tokens
+from stateward.schema.descriptions import describe
 from stateward.schema.errors import GRAPHQL_PARSE_FAILED, ErrorPolicy, is_request_error
 from stateward.schema.extension_runner import CachedHooksRunner
 from stateward.schema.literals import NoNulLiteralRule
@@ -316,6 +317,7 @@ def build_schema(
         execution_context_class=PerEventExecutionContext,
     )
     schema.max_tokens = lim.max_tokens
+    describe(schema._schema)  # the catalogue first: a specific text beats a common one
     describe_common_arguments(schema._schema)
     return schema
 
