@@ -23,8 +23,8 @@ UPDATE_MODULE = (
 )
 DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){id}}"
 START = "mutation($w:String!){startInstance(workflow:$w){instanceId}}"
-ACT = 'mutation($i:String!){performAction(instance:$i,action:"submit"){duplicate}}'
-STATUS = "query($i:String!){instance(id:$i){status state{key}}}"
+ACT = 'mutation($i:ID!){performAction(instance:$i,action:"submit"){duplicate}}'
+STATUS = "query($i:ID!){instance(id:$i){status state{key}}}"
 LIST = """query($f:IncidentFilter,$n:Int,$a:String){incidents(filter:$f,first:$n,after:$a){
   edges{cursor node{id incidentId kind instanceId namespace workflowPath state message
   attempts resolved resolution instance{instanceId}}} pageInfo{hasNextPage endCursor}}}"""

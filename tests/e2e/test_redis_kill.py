@@ -42,7 +42,7 @@ COUNTER: dict[str, Any] = {
         "close": {"label": "Close", "from": "open", "to": "closed"},
     },
 }
-BUMP = 'mutation($i:String!){performAction(instance:$i,action:"bump"){duplicate}}'
+BUMP = 'mutation($i:ID!){performAction(instance:$i,action:"bump"){duplicate}}'
 
 
 def _free_port() -> int:
@@ -134,7 +134,7 @@ async def test_streams_survive_a_redis_kill_without_gap_or_error(
         for _ in range(5):
             await client.ok(BUMP, {"i": instance})
         await client.ok(
-            'mutation($i:String!){performAction(instance:$i,action:"close"){duplicate}}',
+            'mutation($i:ID!){performAction(instance:$i,action:"close"){duplicate}}',
             {"i": instance},
         )
 

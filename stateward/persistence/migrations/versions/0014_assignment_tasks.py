@@ -1,7 +1,7 @@
 """Assignments as tasks (issue 16): priority, due and follow-up dates, candidate users.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-30
 
 `assignments(filter, orderBy, first, after, last, before)` pages assignments by due date,
@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
