@@ -86,7 +86,7 @@ async def _wait_status(api: Api, pid: str, status: str) -> dict[str, Any]:
 async def _failed(api: Api, path: str) -> str:
     pid = (await api.ok(START, {"w": path}))["startInstance"]["instanceId"]
     await api.ok(ACT, {"i": pid})
-    await _wait_status(api, pid, "error")
+    await _wait_status(api, pid, "ERROR")
     return pid  # type: ignore[no-any-return]
 
 
@@ -110,7 +110,7 @@ async def test_list_retry_with_a_fixed_module_and_node(api: Api) -> None:
     await api.ok(UPDATE_MODULE, {"n": NS, "s": FIXED})
     done = (await api.ok(RETRY, {"i": incident["incidentId"]}))["retryIncident"]
     assert done["incident"] == {"attempts": 2, "resolved": True, "resolution": "retried"}
-    assert done["instance"] == {"status": "completed", "state": {"key": "done"}}
+    assert done["instance"] == {"status": "COMPLETED", "state": {"key": "done"}}
     node = await api.ok("query($i:ID!){node(id:$i){... on Incident{kind resolved}}}",
                         {"i": incident["id"]})  # fmt: skip
     assert node["node"] == {"kind": "HOOK_FAILED", "resolved": True}
@@ -129,7 +129,7 @@ async def test_resolve_with_an_action_or_cancel(api: Api) -> None:
     assert done["resolveIncident"]["instance"]["data"]["note"] == "phoned"
     two = await _incident(api, second)
     cancelled = await api.ok(RESOLVE, {"i": two["id"], "a": "$cancel", "in": None})
-    assert cancelled["resolveIncident"]["instance"]["status"] == "cancelled"
+    assert cancelled["resolveIncident"]["instance"]["status"] == "CANCELLED"
     assert _code(await api.gql(RESOLVE, {"i": two["id"], "a": "x", "in": [1]})) == "INVALID_INPUT"
 
 
@@ -185,7 +185,7 @@ async def test_bulk_retry_retries_every_instance_in_error(api: Api) -> None:
     assert batch["total"] == 2
     await bulk.process_running(api.runtime)
     for pid in pids:
-        await _wait_status(api, pid, "completed")
+        await _wait_status(api, pid, "COMPLETED")
     for pid in pids:
         assert (await _incident(api, pid))["resolution"] == "retried"
     _, viewer = await api.user(NS, "viewer")
