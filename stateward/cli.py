@@ -160,6 +160,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mutate", default=None, help="JSON DSL data mutation applied with it")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
 
+    p = sub.add_parser("incidents", help="list incidents (failures that stopped instances)")
+    add_target(p)
+    p.add_argument("--namespace", default=None, help="only this namespace")
+    p.add_argument("--workflow", default=None, help="only this workflow path")
+    p.add_argument("--kind", action="append", default=None,
+                   choices=["HOOK_FAILED", "HOOK_TIMEOUT", "CYCLE_GUARD", "TIMER_FAILED",
+                            "WEBHOOK_EXHAUSTED", "WORKFLOW_ERROR"],
+                   help="only this kind (repeatable)")  # fmt: skip
+    p.add_argument("--open", action="store_true", help="only open incidents")
+    p.add_argument("--resolved", action="store_true", help="only resolved incidents")
+    p.add_argument("--instance", default=None, help="only this instance's incidents")
+    p.add_argument("--first", type=int, default=50, help="how many, newest first (50, max 100)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = sub.add_parser("retry", help="retry (or resolve) an incident")
+    add_target(p)
+    p.add_argument("incident", help="incident id")
+    p.add_argument(
+        "--resolve",
+        default=None,
+        metavar="ACTION",
+        help="resolve instead: $cancel, or an action of the instance's state",
+    )
+    p.add_argument("--input", default=None, help="with --resolve: the action's input, JSON")
+
     p = sub.add_parser("serve", help="run the GraphQL server")
     _db(p)
     p.add_argument("--host", default=None, help="address to bind (default: 127.0.0.1)")

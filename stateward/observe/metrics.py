@@ -11,7 +11,9 @@ Label values are bounded: GraphQL operation names beyond `MAX_OPERATION_NAMES` d
 ones (or not plain identifiers) count as `other`, kernel operations outside the known
 set as `unknown`, outcomes are `ok`, `duplicate` or a stable error code.
 
-Not here yet: open incidents (the incidents feature does not exist yet).
+Open incidents (`stateward_open_incidents{namespace}`) are counted from the database by
+the ticker (`record_open_incidents`): every node reads the same rows, so the multi-process
+mode is `max`, not a sum.
 """
 
 from __future__ import annotations
@@ -107,8 +109,15 @@ DB_POOL = Gauge(
     ["state"],
     multiprocess_mode="livesum",
 )
+OPEN_INCIDENTS = Gauge(
+    "stateward_open_incidents",
+    "Open incidents (failures that stopped an instance) by namespace, read from the database.",
+    ["namespace"],
+    multiprocess_mode="max",
+)
 
 _on = False
+_incident_namespaces: set[str] = set()
 _operation_names: set[str] = set()
 
 
@@ -203,6 +212,18 @@ def sweep_timer(name: str) -> Iterator[None]:
         yield
     finally:
         SWEEP.labels(name).observe(time.perf_counter() - started)
+
+
+def record_open_incidents(counts: dict[str, int]) -> None:
+    """Set the open-incidents gauge: `counts` by namespace; namespaces seen before and
+    absent now go to 0 (their incidents were resolved)."""
+    if not _on:
+        return
+    for namespace in _incident_namespaces - set(counts):
+        OPEN_INCIDENTS.labels(namespace).set(0)
+    for namespace, n in counts.items():
+        OPEN_INCIDENTS.labels(namespace).set(n)
+    _incident_namespaces.update(counts)
 
 
 def sample(services: Any) -> None:

@@ -22,6 +22,7 @@ from stateward.observe import metrics, tracing
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.hooks import automation
 from stateward.runtime.messages import correlate
+from stateward.runtime.operate import incidents
 from stateward.runtime.sweeps import scheduler, sla, staleness, webhooks
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,10 @@ async def tick(runtime: Runtime, now: datetime | None = None) -> TickReport:
     report.messages = (
         await _guard(report, "messages", lambda: correlate.deliver_pending(runtime, now)) or []
     )
+    if metrics.enabled():
+        counts = await _guard(report, "incidents", lambda: incidents.open_counts(runtime))
+        if counts is not None:
+            metrics.record_open_incidents(counts)
     _count(report)
     return report
 

@@ -206,3 +206,25 @@ async def test_incidents_page_newest_first_with_a_keyset(desk):
         await list_incidents(desk.rt, [NS], IncidentQuery(kinds=("NOPE",)), 10, None)
     with pytest.raises(DomainError):
         await list_incidents(desk.rt, [NS], IncidentQuery(), 10_000, None)
+
+
+async def test_the_ticker_sets_the_open_incidents_gauge(desk):
+    from stateward.observe import metrics
+    from stateward.runtime.ticker import tick
+
+    def gauge() -> float:
+        return metrics.OPEN_INCIDENTS.labels(NS)._value.get()  # type: ignore[attr-defined]
+
+    pid = await _failed(desk)
+    await _failed(desk)
+    was = metrics.enabled()
+    metrics.enable(True)
+    try:
+        await tick(desk.rt)
+        assert gauge() == 2
+        [incident] = await _incidents(desk, process_id=pid)
+        await resolve_incident(desk.rt, desk.admin, incident.id, "$cancel")
+        await tick(desk.rt)
+        assert gauge() == 1
+    finally:
+        metrics.enable(was)

@@ -281,3 +281,9 @@ async def incidents_for(
     return await list_incidents(
         runtime, await operable_namespaces(runtime, actor), query, first, after
     )
+
+
+async def open_counts(runtime: Runtime) -> dict[str, int]:
+    """Open incidents by namespace (the Prometheus gauge, set by the ticker)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.incidents.open_by_namespace()
