@@ -26,7 +26,9 @@ NOT_CODES = frozenset(
     {"LC_ALL", "RUST_BACKTRACE", "XDG_DATA_HOME", "MAX_REPEAT", "MIN_REPEAT", "NOT_LITERAL",
      "POSSESSIVE_REPEAT",
      # orderBy fields of instance search (GraphQL enum values), not error codes
-     "STATE_ENTERED", "SLA_DUE"}
+     "STATE_ENTERED", "SLA_DUE",
+     # incident kinds (GraphQL `IncidentKind`, issue 15), not error codes
+     "CYCLE_GUARD", "TIMER_FAILED", "WEBHOOK_EXHAUSTED", "WORKFLOW_ERROR"}
 )  # fmt: skip
 
 
