@@ -12,8 +12,8 @@ from its own thread, in batches; `OTEL_BSP_*` tune it); the sampler is the one t
 standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables choose (default
 `parentbased_always_on`; e.g. `parentbased_traceidratio` with `0.1` records a tenth of
 the requests, and an unsampled request's spans cost no attribute building and no export);
-SQL statements get spans only when `STATEWARD_TRACE_SQL=1` asks for them (one span per
-statement roughly doubled the spans of an action).
+SQL statements get spans only when `STATEWARD_TRACE_SQL=1` asks for them (they were 18
+of a `performAction`'s 28 spans).
 
 Spans: the ASGI request (instrumentation), `graphql.operation` with `graphql.parse`,
 `graphql.validate`, `graphql.execute`; `act` with `act.verify`, `act.engine`,
