@@ -319,3 +319,38 @@ async def test_a_log_with_delegates_verifies_offline_and_restores_without_repost
         assert await list_deliveries(again) == []
     finally:
         await again.close()
+
+
+async def test_the_write_path_itself_refuses_a_delegate_out_of_its_stay(api: Api) -> None:
+    """What the service checks before `act` is checked again under the process lock: an
+    event by a delegate (as if it raced past the service's check) is refused for another
+    instance, with a replaced token, and once the stage moved on."""
+    from stateward.domain.errors import DomainError
+    from stateward.runtime.core.act import act
+    from stateward.runtime.core.commands import attest
+    from stateward.runtime.core.delegation import delegate_id, token_hash
+
+    await api.ok(DEPLOY, {"d": scan()})
+    one, two = await _instance(api, "alpha"), await _instance(api, "beta")
+    _, worker = await api.user("acme", "worker")
+    tasks = (await api.ok(TASKS, {"s": "acme-ocr"}, token=worker))["delegatedTasks"]["nodes"]
+    task = next(t for t in tasks if t["instanceId"] == one)
+    first = (await api.ok(LOCK, {"id": task["id"]}, token=worker))["lockDelegatedTask"]
+    second = (await api.ok(LOCK, {"id": task["id"]}, token=worker))["lockDelegatedTask"]
+    rt = api.runtime
+
+    async def as_delegate(token: str, instance: str, action: str) -> str:
+        actor = delegate_id(task["id"], token_hash(token))
+        signed = attest(rt, actor, instance, action, "acme/docs/scan", {})
+        try:
+            await act(rt, signed, attested=True)
+        except DomainError as error:
+            return error.code
+        return "ok"
+
+    assert await as_delegate(second["token"], two, "recheck") == "DELEGATION_CLOSED"
+    assert await as_delegate(first["token"], one, "recheck") == "DELEGATION_EXPIRED"
+    assert await as_delegate(second["token"], one, "recheck") == "ok"
+    assert await as_delegate(second["token"], one, "back") == "DELEGATION_CLOSED"
+    state = (await api.ok(INSTANCE, {"i": two}))["instance"]["state"]["key"]
+    assert state == "ocr"  # the other instance was never touched
