@@ -354,3 +354,26 @@ async def test_the_write_path_itself_refuses_a_delegate_out_of_its_stay(api: Api
     assert await as_delegate(second["token"], one, "back") == "DELEGATION_CLOSED"
     state = (await api.ok(INSTANCE, {"i": two}))["instance"]["state"]["key"]
     assert state == "ocr"  # the other instance was never touched
+
+
+async def test_a_migration_into_a_delegated_state_hands_it_over_afresh(
+    api: Api, catcher: Catcher
+) -> None:
+    await api.ok(DEPLOY, {"d": scan()})
+    await api.ok(SET, {"n": "acme", "u": f"{catcher.base}/ocr", "f": "acme-ocr"})
+    pid = await _instance(api, "alpha")
+    old = (await _webhook_tokens(api, catcher))[pid]["callback"]["token"]
+    v2 = scan()
+    v2["states"]["ocr"]["surface"] = "acme-ocr2"
+    await api.ok("mutation($d:JSON!){updateWorkflow(definition:$d){id}}", {"d": v2})
+    await api.ok(
+        "mutation($i:String!){migrateInstance(instance:$i,toVersion:2){plan{toState}}}", {"i": pid}
+    )
+    # the old surface's token is over; the task is the new surface's now
+    assert code(await api.gql(COMPLETE, {"t": old, "a": "finish"}, token=None)) == (
+        "DELEGATION_CLOSED"
+    )
+    _, worker = await api.user("acme", "worker")
+    assert (await api.ok(TASKS, {"s": "acme-ocr"}, token=worker))["delegatedTasks"]["nodes"] == []
+    [task] = (await api.ok(TASKS, {"s": "acme-ocr2"}, token=worker))["delegatedTasks"]["nodes"]
+    assert task["instanceId"] == pid and task["state"] == "ocr"

@@ -120,6 +120,7 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> str
     # (no query on the hot path), except across a `$migrate` (`keep_entry`), whose
     # definition is the new version's.
     maybe_open = ctx.keep_entry or (before is not None and before.mode == "delegated")
+    entering = any(e.type == ev.WORKFLOW_DELEGATED for e in outcome.events)
     left = (
         old is not None
         and maybe_open
@@ -128,13 +129,14 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> str
             or record.status not in LIVE_STATUSES
             or here is None
             or here.mode != "delegated"
+            or entering  # handed over afresh (a `$migrate` to another surface)
         )
     )
     if left:
         await ctx.uow.delegated.close_open_for_process(
             record.id, ctx.now, completed_by=delegate_task(ctx.envelope.actor)
         )
-    if not any(e.type == ev.WORKFLOW_DELEGATED for e in outcome.events):
+    if not entering:
         return None
     if record.status not in LIVE_STATUSES:
         return None

@@ -222,6 +222,13 @@ async def _rows(
         opened = state.assign
         effects = replace(effects, open_assignment=state.assign)
         events.append(DomainEvent(ev.WORKFLOW_ASSIGNED, process.state, to_key, state.assign))
+    was = source.states.get(process.state)
+    handed = was is not None and was.mode == "delegated" and was.surface == state.surface
+    if live and state.mode == "delegated" and state.surface is not None and (moved or not handed):
+        # handed to (another) surface by the move: the write path opens a delegated task
+        # (and closes the one of the state left)
+        details = {ev.D_SURFACE: state.surface}
+        events.append(DomainEvent(ev.WORKFLOW_DELEGATED, process.state, to_key, None, details))
     entered = format_ts(process.state_entered_at)
     sla = sla_effect(state, entered) if live else None
     effects = replace(effects, sla=sla or SlaEffect(to_key, None, None))
