@@ -367,7 +367,7 @@ async def test_a_migration_into_a_delegated_state_hands_it_over_afresh(
     v2["states"]["ocr"]["surface"] = "acme-ocr2"
     await api.ok("mutation($d:JSON!){updateWorkflow(definition:$d){id}}", {"d": v2})
     await api.ok(
-        "mutation($i:String!){migrateInstance(instance:$i,toVersion:2){plan{toState}}}", {"i": pid}
+        "mutation($i:ID!){migrateInstance(instance:$i,toVersion:2){plan{toState}}}", {"i": pid}
     )
     # the old surface's token is over; the task is the new surface's now
     assert code(await api.gql(COMPLETE, {"t": old, "a": "finish"}, token=None)) == (
