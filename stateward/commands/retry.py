@@ -5,7 +5,8 @@ Retries an open incident (a `$retry` event recording the hook module deployed no
 or operator of the namespace), or with `--resolve` resolves it instead (`$cancel`, or an
 action of the instance's state with `--input`). Prints the incident after it as JSON.
 With `--db` the hook re-runs on the server (its automation recovery picks the instance up);
-with `--url` it has run by the time the answer comes. Exit 0 done, 1 refused, 2 bad usage.
+with `--url` the server runs it right after answering (list the incident again to
+see the outcome). Exit 0 done, 1 refused, 2 bad usage.
 """
 
 from __future__ import annotations

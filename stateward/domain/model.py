@@ -119,6 +119,15 @@ class Route:
 
 
 @dataclass(frozen=True)
+class RetrySpec:
+    """A state's `retries: {max, backoffSeconds}` (issue 15): a failing hook is run again
+    up to `max` more times, `backoff_seconds` apart, before the instance stops in `error`."""
+
+    max: int
+    backoff_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class StateDef:
     """A state of a workflow. `ordinal` is its 0-based position in the `states` map."""
 
@@ -158,6 +167,8 @@ class StateDef:
     #: `stage_config.auto_assign`: "round_robin" gives each new assignment to the next
     #: member of the team.
     auto_assign: str | None = None
+    #: Issue 15: automatic re-runs of a failing hook before an incident opens.
+    retries: RetrySpec | None = None
 
     @property
     def assigned(self) -> bool:

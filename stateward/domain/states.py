@@ -17,7 +17,7 @@ from stateward.domain import errors
 from stateward.domain.branching import parse_rules
 from stateward.domain.errors import Problem
 from stateward.domain.forms import parse_form
-from stateward.domain.model import AUDIENCES, MODES, StateDef
+from stateward.domain.model import AUDIENCES, MODES, RetrySpec, StateDef
 from stateward.domain.mutations import pointer_join
 from stateward.domain.paths import resolve_hook
 from stateward.domain.references import parse_reference
@@ -46,7 +46,12 @@ STATE_KEYS = (
     "type",
     "auto_transition",
     "stage_config",
+    "retries",
 )
+#: Bounds of `retries` (issue 15): at most 10 re-runs, at most 300 s apart, so a failing
+#: hook holds a worker slot for a bounded time.
+MAX_RETRIES = 10
+MAX_BACKOFF_SECONDS = 300
 _TEXT_FIELDS = ("label", "description", "surface")
 
 
@@ -135,9 +140,11 @@ def _parse_state(
             entry["branch_rules"], pointer_join(at, "branch_rules"), keys
         )
         found.extend(rule_problems)
+    retries = _retries(entry, at, found)
     state = StateDef(
         key=key,
         ordinal=ordinal,
+        retries=retries,
         label=text.get("label"),
         terminal=terminal,
         description=text.get("description"),
@@ -157,7 +164,41 @@ def _parse_state(
     )
     found.extend(mode_problems(state, pointer_join(at, "mode")))
     found.extend(type_problems(state, at))
+    if retries is not None and state.hook is None and state.on_advance is None:
+        found.append(Problem(errors.INVALID_FIELD, "'retries' needs a state with a hook",
+                             pointer_join(at, "retries")))  # fmt: skip
     return state
+
+
+def _retries(entry: dict[str, Any], at: str, found: list[Problem]) -> RetrySpec | None:
+    """`retries: {max, backoffSeconds?}`: `max` an integer 0..10, `backoffSeconds` a
+    number 0..300 (default 0); any other key, type or value is INVALID_FIELD."""
+    if "retries" not in entry:
+        return None
+    raw, where = entry["retries"], pointer_join(at, "retries")
+    if not isinstance(raw, dict):
+        found.append(Problem(errors.INVALID_FIELD, "'retries' must be an object "
+                             "{max, backoffSeconds}", where))  # fmt: skip
+        return None
+    ok = True
+    for field in raw:
+        if field not in ("max", "backoffSeconds"):
+            message = f"unknown retries field {field!r} (allowed: max, backoffSeconds)"
+            found.append(Problem(errors.INVALID_FIELD, message, pointer_join(where, field)))
+            ok = False
+    count = raw.get("max")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_RETRIES:
+        found.append(Problem(errors.INVALID_FIELD, f"'max' must be an integer 0..{MAX_RETRIES}",
+                             pointer_join(where, "max")))  # fmt: skip
+        ok = False
+    backoff = raw.get("backoffSeconds", 0)
+    if (isinstance(backoff, bool) or not isinstance(backoff, int | float)
+            or not 0 <= backoff <= MAX_BACKOFF_SECONDS):  # fmt: skip
+        found.append(Problem(errors.INVALID_FIELD, "'backoffSeconds' must be a number of "
+                             f"seconds 0..{MAX_BACKOFF_SECONDS}",
+                             pointer_join(where, "backoffSeconds")))  # fmt: skip
+        ok = False
+    return RetrySpec(count, float(backoff)) if ok and isinstance(count, int) else None
 
 
 def _assign(

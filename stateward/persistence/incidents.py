@@ -52,12 +52,12 @@ class IncidentRepository(Repository):
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else to_record(IncidentRecord, row)
 
-    async def recount(self, incident_id: str, message: str, state: str) -> None:
-        """One more failed attempt of an open incident (after a `$retry`)."""
+    async def recount(self, incident_id: str, message: str, state: str, runs: int = 1) -> None:
+        """`runs` more failed attempts of an open incident (after a `$retry`)."""
         await self.session.execute(
             update(T)
             .where(T.c.id == incident_id)
-            .values(attempts=T.c.attempts + 1, message=message, state=state)
+            .values(attempts=T.c.attempts + runs, message=message, state=state)
         )
 
     async def resolve(self, incident_id: str, at: datetime, seq: int, resolution: str) -> None:

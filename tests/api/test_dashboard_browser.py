@@ -33,6 +33,21 @@ HURRY = {
     },
     "actions": {"finish": {"label": "Finish", "from": "waiting", "to": "done"}},
 }
+BROKEN = "def check(ctx):\n    fail('upstream down')\n"
+STUCK = {
+    "$version": "2.0",
+    "$path": "ops/checks/claim",
+    "initial": "intake",
+    "states": {
+        "intake": {"label": "Intake"},
+        "checking": {"label": "Checking", "audience": "system", "hook": "checks:check"},
+        "done": {"label": "Done", "terminal": True},
+    },
+    "actions": {
+        "submit": {"label": "Submit", "from": "intake", "to": "checking"},
+        "pass": {"label": "Pass", "from": "checking", "to": "done"},
+    },
+}
 TICKET_FIELDS = {
     "subject": "Printer on fire",
     "description": "Smoke everywhere.",
@@ -152,6 +167,28 @@ def test_the_dashboard_shows_new_instances_live_and_claims_through_the_page(
             expect(
                 page.locator(f'#instances tr.sla-breached[data-instance="{late}"]')
             ).to_be_visible()
+
+            # An instance stopped by a failing hook shows as an open incident, live; the
+            # Retry button runs it again (still broken: one more attempt).
+            gql(server.url, token,
+                'mutation($s: String!) { addModule(namespace: "ops/checks", name: "checks",'
+                " source: $s) { seq } }", {"s": BROKEN})  # fmt: skip
+            gql(server.url, token, DEPLOY, {"d": STUCK})
+            stuck = gql(
+                server.url,
+                token,
+                'mutation { startInstance(workflow: "ops/checks/claim") { instanceId } }',
+            )["startInstance"]["instanceId"]
+            gql(server.url, token,
+                'mutation($i: ID!) { performAction(instance: $i, action: "submit") { duplicate } }',
+                {"i": stuck})  # fmt: skip
+            incident = page.locator(f'#incidents li[data-instance="{stuck}"]')
+            expect(incident).to_be_visible(timeout=15000)
+            expect(incident.locator(".attempts")).to_have_text("attempts 1")
+            incident.locator("button[data-retry]").click()
+            expect(page.locator("#incident-result")).to_contain_text("retried", timeout=15000)
+            # the re-run happens after the answer; its failure (workflow.error) updates the list
+            expect(incident.locator(".attempts")).to_have_text("attempts 2", timeout=15000)
 
             row.click()
             expect(page.locator("#graph g.node.current")).to_have_count(1, timeout=5000)

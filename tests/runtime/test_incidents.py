@@ -228,3 +228,59 @@ async def test_the_ticker_sets_the_open_incidents_gauge(desk):
         assert gauge() == 1
     finally:
         metrics.enable(was)
+
+
+FLAKY = """
+def check(ctx):
+    fail("still down")
+"""
+
+
+async def test_state_retries_run_the_hook_again_before_the_incident(admin_rt, operator, runner):
+    flow = _flow()
+    flow["states"]["checking"]["retries"] = {"max": 2, "backoffSeconds": 0.01}
+    await registry.add_module(admin_rt, operator, NS, "checks", FLAKY)
+    await registry.deploy_workflow(admin_rt, operator, flow)
+    automation.install(admin_rt, runner)
+    desk = Desk(admin_rt, operator)
+    pid = await _failed(desk)
+    [incident] = await _incidents(desk, process_id=pid)
+    assert incident.attempts == 3  # one run and two retries, then the incident
+    async with desk.rt.uow(readonly=True) as uow:
+        last = (await uow.events.for_process(pid))[-1]
+    assert last.input["attempts"] == 3
+    assert (await verify(desk.rt, pid)).valid
+
+
+@pytest.mark.parametrize(
+    ("retries", "pointer"),
+    [
+        ({"max": 11}, "/max"),
+        ({"max": True}, "/max"),
+        ({"max": 1, "backoffSeconds": 301}, "/backoffSeconds"),
+        ({"max": 1, "backoffSeconds": "1"}, "/backoffSeconds"),
+        ({"max": 1, "every": 2}, "/every"),
+        ([1], ""),
+    ],
+)
+def test_state_retries_are_validated_strictly(retries, pointer):
+    from stateward.domain.definition import load_definition
+    from stateward.domain.errors import InvalidDefinition
+
+    flow = _flow()
+    flow["states"]["checking"]["retries"] = retries
+    with pytest.raises(InvalidDefinition) as caught:
+        load_definition(flow)
+    pointers = [p.pointer for p in caught.value.problems]
+    assert f"/states/checking/retries{pointer}" in pointers
+
+
+def test_retries_need_a_hook():
+    from stateward.domain.definition import load_definition
+    from stateward.domain.errors import InvalidDefinition
+
+    flow = _flow()
+    flow["states"]["intake"]["retries"] = {"max": 1}
+    with pytest.raises(InvalidDefinition) as caught:
+        load_definition(flow)
+    assert "/states/intake/retries" in [p.pointer for p in caught.value.problems]

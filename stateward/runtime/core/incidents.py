@@ -44,9 +44,11 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
     entered_error = outcome.status == ERROR and (old is None or old.status != ERROR)
     if entered_error:
         reason = error_reason(outcome)[:MAX_MESSAGE] or "the instance is in error"
+        runs = ctx.input.get("attempts")  # a state's `retries` ran the hook that often
+        runs = runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 1
         open_one = await repo.open_for(record.id) if old is not None else None
         if open_one is not None:
-            await repo.recount(open_one.id, reason, record.state)
+            await repo.recount(open_one.id, reason, record.state, runs)
             return []
         incident = IncidentRecord(
             id=incident_id(ctx.identity),
@@ -56,7 +58,7 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
             kind=kind_of(name, ctx.input, reason),
             state=record.state,
             message=reason,
-            attempts=1,
+            attempts=runs,
             opened_seq=record.seq,
             created_at=ctx.now,
         )

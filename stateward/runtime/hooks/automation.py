@@ -20,10 +20,17 @@ claimed by a conditional update (the stamp moves to now: one node per grace peri
 the hook) and handed to the installed automation again. `op_automate` re-checks state and
 seq inside the event's transaction, so a late original run and a recovery run never both
 record: the second is `not_due` and skipped.
+
+Retries (issue 15): a state's `retries: {max, backoffSeconds}` re-runs a failing hook up to
+`max` more times, `backoffSeconds` apart, inside one automation; only the last failure is
+recorded (its `$automate` input says how many runs it took, `attempts`, which the incident
+opened by that event counts). A backoff longer than the recovery grace may let the
+recovery sweep start a second run meanwhile; the seq check above keeps one record.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -158,13 +165,22 @@ async def _automate_once(runtime: Runtime, runner: HookRunner, process_id: str, 
             "metadata": dict(process.instance_metadata or {}),
             "input": dict(last.input) if last is not None and isinstance(last.input, dict) else {},
         }
-        result = await runner.run(
-            HookModule(module.namespace, module.name, module.source),
-            ref.function,
-            ctx,
-            runtime.settings.hook_timeout_ms,
-            world=reachable,
-        )
+        spec = state.retries if state is not None else None
+        runs = 1 + (spec.max if spec is not None else 0)
+        for attempt in range(1, runs + 1):
+            result = await runner.run(
+                HookModule(module.namespace, module.name, module.source),
+                ref.function,
+                ctx,
+                runtime.settings.hook_timeout_ms,
+                world=reachable,
+            )
+            if result.ok or attempt == runs:
+                break
+            if spec is not None and spec.backoff_seconds > 0:  # state `retries` (issue 15)
+                await asyncio.sleep(spec.backoff_seconds)
+        if runs > 1:
+            input["attempts"] = attempt
         if result.ok:
             input["result"] = result.value
             if result.workflow is not None:

@@ -20,6 +20,10 @@ const CLAIM = `mutation($id: ID!) { claimAssignment(id: $id) { assignmentId stat
 // Counted by the server (GROUP BY), not from the instances this page happened to load.
 const COUNTS = `{ instanceCounts(groupBy: [WORKFLOW, STATE],
   filter: { status: [ACTIVE, STALE, ERROR] }) { workflow state count } }`;
+// Open incidents in the namespaces the viewer operates (issue 15); retried from the page.
+const INCIDENTS = `{ incidents(filter: { resolved: false }, first: 50) { edges { node {
+  incidentId kind instanceId workflowPath state message attempts createdAt } } } }`;
+const RETRY = `mutation($id: ID!) { retryIncident(id: $id) { incident { incidentId attempts resolved } } }`;
 const ENDED = new Set(["COMPLETED", "CANCELLED"]);
 const MAX_EVENTS = 60;
 const TOKEN_KEY = "stateward.dashboard.token";
@@ -32,6 +36,8 @@ const ui = {
   queues: new Map(),
   counts: [],
   countsDue: null,
+  incidents: [],
+  incidentNote: "",
   selected: null,
   fresh: new Set(),
   stream: null,
@@ -117,8 +123,17 @@ async function loadAll() {
     after = instances.pageInfo.endCursor;
   }
   fillWorkflowPicker();
-  await Promise.all([loadCounts(), ...[...teams()].map((team) => loadQueue(team))]);
+  await Promise.all([loadCounts(), loadIncidents(), ...[...teams()].map((team) => loadQueue(team))]);
   renderAll();
+}
+
+async function loadIncidents() {
+  try {
+    ui.incidents = (await ui.client.query(INCIDENTS)).incidents.edges.map((e) => e.node);
+  } catch (error) {
+    ui.incidents = [];
+    ui.incidentNote = `incidents not readable: ${error.message}`;
+  }
 }
 
 async function loadCounts() {
@@ -209,6 +224,10 @@ async function onEvent(event) {
     recountSoon();
   }
   if (event.team) await loadQueue(event.team);
+  if (event.type.startsWith("incident.") || event.type === "workflow.error"
+      || event.type === "workflow.retried") {
+    await loadIncidents();
+  }
   renderAll();
 }
 
@@ -219,7 +238,38 @@ function renderAll() {
   renderInstances();
   renderSla();
   renderQueues();
+  renderIncidents();
   renderGraph();
+}
+
+function renderIncidents() {
+  const items = ui.incidents.map((item) =>
+    el("li", { "data-incident": item.incidentId, "data-instance": item.instanceId, class: "incident" },
+      el("strong", {}, item.kind), " ",
+      el("span", { class: "mono" }, item.instanceId.slice(0, 8)),
+      ` ${item.workflowPath} @ ${item.state} `,
+      el("span", { class: "attempts" }, `attempts ${item.attempts}`), " ",
+      el("span", { class: "muted" }, item.message.slice(0, 160)), " ",
+      el("button", { "data-retry": item.incidentId, onclick: (event) => retry(event.target, item) },
+        "Retry")));
+  $("#incidents").replaceChildren(
+    el("p", { id: "incident-result", class: "muted" }, ui.incidentNote || ""),
+    el("ul", { class: "plain" }, ...(items.length ? items : [el("li", { class: "muted" }, "no open incidents")])),
+  );
+}
+
+async function retry(button, item) {
+  button.disabled = true;
+  try {
+    const done = (await ui.client.query(RETRY, { id: item.incidentId })).retryIncident.incident;
+    ui.incidentNote = done.resolved
+      ? `resolved ${done.incidentId.slice(0, 8)}`
+      : `retried ${done.incidentId.slice(0, 8)}: attempts ${done.attempts}`;
+  } catch (error) {
+    ui.incidentNote = `retry failed: ${error.message}`;
+  }
+  await loadIncidents();
+  renderIncidents();
 }
 
 function renderCounts() {
