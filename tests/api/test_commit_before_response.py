@@ -16,7 +16,7 @@ from stateward.persistence import uow as uow_module
 
 DEPLOY = "mutation($d: JSON!) { addWorkflow(definition: $d) { path } }"
 START = "mutation($w: String!) { startInstance(workflow: $w) { instanceId } }"
-PERFORM = """mutation($i: String!, $a: String!, $in: JSON) {
+PERFORM = """mutation($i: ID!, $a: String!, $in: JSON) {
   performAction(instance: $i, action: $a, input: $in) { event { seq action } } }"""
 
 

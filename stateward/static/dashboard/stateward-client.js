@@ -21,7 +21,7 @@ export const EVENTS = `subscription($f: EventFilter, $a: String) { events(filter
   id cursor type at namespace workflow version instanceId actor action fromState toState
   assignmentId team details } }`;
 /** Error codes after which a subscription resumes instead of failing. */
-const RESUMABLE = new Set(["SLOW_CONSUMER", "BUS_STOPPED"]);
+const RESUMABLE = new Set(["SLOW_CONSUMER", "BUS_STOPPED", "UNAVAILABLE"]);
 
 /** A refusal by the server: `code` is the stable `extensions.code`. */
 export class StatewardError extends Error {
