@@ -77,7 +77,7 @@ async def test_typed_analytics_equal_the_hand_computed_figures(api: Api) -> None
     assert datetime.fromisoformat(got["to"]) == now
     assert datetime.fromisoformat(got["from"]) == now - timedelta(days=7)
     assert {c["status"]: c["count"] for c in got["statusCounts"]} == {
-        "completed": 2, "active": 1, "cancelled": 1,
+        "COMPLETED": 2, "ACTIVE": 1, "CANCELLED": 1,
     }  # fmt: skip
     per_day = {d["day"]: d["completed"] for d in got["throughput"]}
     assert per_day[t0.date().isoformat()] == 2 and sum(per_day.values()) == 2
