@@ -26,6 +26,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from stateward.commands.remote import query
 from stateward.commands.runtime_args import cli_runtime
 from stateward.domain.canonical import loads_strict
 from stateward.domain.errors import DomainError
@@ -133,19 +134,13 @@ async def _on_db(args: argparse.Namespace) -> dict[str, Any]:
     return _as_dict(batch, errors)
 
 
-def _gql(args: argparse.Namespace, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-    import httpx
-
+def _gql(args: argparse.Namespace, document: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """One GraphQL operation on `--url` as `--token`, through the operation commands' one
+    HTTP helper (`remote.query`: the server's code, pointer and problems on a refusal)."""
     url = args.url.rstrip("/")
-    url = url if url.endswith("/graphql") else url + "/graphql"
-    headers = {"Authorization": f"Bearer {args.token}"}
-    payload = {"query": query, "variables": variables}
-    response = httpx.post(url, json=payload, headers=headers, timeout=60.0)
-    body = response.json()
-    if body.get("errors"):
-        error = body["errors"][0]
-        raise DomainError(error.get("extensions", {}).get("code", "ERROR"), error["message"])
-    return dict(body["data"])
+    target = argparse.Namespace(**{**vars(args), "url": url if url.endswith("/graphql")
+                                   else url + "/graphql"})  # fmt: skip
+    return dict(asyncio.run(query(target, document, variables)))
 
 
 def _over_http(args: argparse.Namespace) -> dict[str, Any]:

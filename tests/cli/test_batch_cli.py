@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from e2e.harness import ServerProcess
 from test_publish_cli import LEAD, deployed  # noqa: F401  (the fixture)
 
 from stateward.cli import main
@@ -46,3 +48,37 @@ def test_batch_bad_usage(deployed) -> None:  # noqa: F811
     assert main(["batch", "action", "--filter", FILTER, *base]) == 2  # no action
     assert main(["batch", "status", *base]) == 2
     assert main(["batch", "status", "00000000-0000-0000-0000-000000000000", *base]) == 1
+
+
+@pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)
+def test_batch_and_publish_with_url_and_token(deployed, capsys, tmp_path) -> None:  # noqa: F811
+    """`--url`/`--token` against a real `stateward serve`: publish starts instances through
+    `POST /messages/{name}`, batch cancels them through GraphQL and waits for the end."""
+    db_url, key = deployed
+    assert main(["token", "--db", db_url, "--key-file", key]) == 0
+    token = capsys.readouterr().out.strip()
+    env = {"STATEWARD_DATABASE_URL": db_url, "STATEWARD_BUS_URL": "memory://"}
+    server = ServerProcess(env=env, cwd=tmp_path).start()
+    try:
+        remote = ["--url", server.url, "--token", token]
+        for i in range(2):
+            argv = ["publish", "lead", "--namespace", "acme/sales", "--key", "k",
+                    "--message-id", f"web-{i}", *remote]  # fmt: skip
+            assert main(argv) == 0
+            assert len(json.loads(capsys.readouterr().out)["started"]) == 1
+        assert main(["publish", "lead", "--namespace", "acme/sales", "--key", "k",
+                     "--message-id", "web-0", *remote]) == 0  # fmt: skip
+        assert json.loads(capsys.readouterr().out)["duplicate"] is True
+        base = server.url.removesuffix("/graphql")
+        assert main(["batch", "cancel", "--filter", FILTER, "--url", base, "--token", token]) == 0
+        done = json.loads(capsys.readouterr().out)
+        assert (done["status"], done["total"], done["succeeded"]) == ("completed", 2, 2)
+        assert main(["batch", "status", done["id"], *remote]) == 0
+        assert json.loads(capsys.readouterr().out)["succeeded"] == 2
+        bad = ["--url", server.url, "--token", "sw_not_a_token"]
+        assert main(["batch", "status", done["id"], *bad]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert main(["publish", "lead", "--namespace", "acme/sales", "--key", "k", *bad]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+    finally:
+        server.stop()
