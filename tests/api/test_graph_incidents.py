@@ -190,3 +190,33 @@ async def test_bulk_retry_retries_every_instance_in_error(api: Api) -> None:
         assert (await _incident(api, pid))["resolution"] == "retried"
     _, viewer = await api.user(NS, "viewer")
     assert _code(await api.gql(BULK, {"n": NS}, token=viewer)) == "FORBIDDEN"
+
+
+async def test_incident_events_are_pushed_to_subscribers(api: Api) -> None:
+    import uvicorn
+    from test_graph_subscriptions import EVENTS, Socket, _subscribed, ws_url  # noqa: F401
+
+    config = uvicorn.Config(api.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    path = await _deploy(api)
+    sock = await Socket.open(f"ws://127.0.0.1:{port}/graphql", api.admin_token)
+    try:
+        types = ["incident.created", "incident.resolved"]
+        await sock.subscribe(EVENTS, {"f": {"types": types, "namespace": NS}})
+        await _subscribed(api, 1)
+        pid = await _failed(api, path)
+        created = (await sock.next(timeout=15))["events"]
+        assert (created["type"], created["eventType"]) == ("incident.created", "INCIDENT_CREATED")
+        assert created["instanceId"] == pid
+        incident = await _incident(api, pid)
+        await api.ok(RESOLVE, {"i": incident["id"], "a": "$cancel"})
+        resolved = (await sock.next(timeout=15))["events"]
+        assert (resolved["type"], resolved["instanceId"]) == ("incident.resolved", pid)
+    finally:
+        await sock.close()
+        server.should_exit = True
+        await task
