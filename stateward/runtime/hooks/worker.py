@@ -53,13 +53,10 @@ _MEMORY_PANIC = re.compile(r"memory|size|alloc|capacity", re.I)
 # Runs inside Starlark, after the hook, under the same deadline: walks the result without
 # recursion (Starlark has none) and rejects what JSON cannot carry. Done on the Starlark
 # side because converting to Python silently turns NaN/inf into None.
-_WRAPPER = """
-load("hook", _fn = "{function}")
-
-def _check(r):
-    if type(r) != "dict":
-        return "hook returned " + type(r) + ", expected dict"
-    stack = [("", r)]
+# `_json_problem` is the one walk, shared by the result check and `set_stage_data`.
+_JSON_CHECK = """
+def _json_problem(value, subject):
+    stack = [("", value)]
     for _ in range({max_nodes}):
         if not stack:
             return None
@@ -79,7 +76,15 @@ def _check(r):
                 return "non-finite number " + s + " at '" + path + "'"
         elif t not in ("string", "int", "bool", "NoneType"):
             return "value of type " + t + " at '" + path + "' is not JSON"
-    return "result has more than {max_nodes} values (or contains itself)"
+    return subject + " has more than {max_nodes} values (or contains itself)"
+"""
+_WRAPPER = """
+load("hook", _fn = "{function}")
+{json_check}
+def _check(r):
+    if type(r) != "dict":
+        return "hook returned " + type(r) + ", expected dict"
+    return _json_problem(r, "result")
 
 def is_function():
     return type(_fn) == "function"
@@ -90,6 +95,11 @@ def run(ctx):
     return [problem, r if problem == None else None]
 """
 MAX_RESULT_NODES = 200_000
+
+
+def _json_check() -> str:
+    """The Starlark text of `_json_problem`, bounded by MAX_RESULT_NODES."""
+    return _JSON_CHECK.format(max_nodes=MAX_RESULT_NODES)
 
 
 class HookFault(Exception):
@@ -122,30 +132,11 @@ MAX_ADVANCES = 20
 MAX_WORKFLOW_CALLS = 10_000
 LIVE = ("active", "stale")
 _PRELUDE = """
+{json_check}
 def _check_value(v):
     if type(v) != "dict":
         return "data must be a dict, not " + type(v)
-    stack = [("", v)]
-    for _ in range({max_nodes}):
-        if not stack:
-            return None
-        path, v = stack.pop()
-        t = type(v)
-        if t == "dict":
-            for k, x in v.items():
-                if type(k) != "string":
-                    return "non-string key " + repr(k) + " at '" + path + "/'"
-                stack.append((path + "/" + k, x))
-        elif t == "list" or t == "tuple":
-            for i, x in enumerate(v):
-                stack.append((path + "/" + str(i), x))
-        elif t == "float":
-            s = str(v)
-            if "nan" in s or "inf" in s:
-                return "non-finite number " + s + " at '" + path + "'"
-        elif t not in ("string", "int", "bool", "NoneType"):
-            return "value of type " + t + " at '" + path + "' is not JSON"
-    return "data has more than {max_nodes} values (or contains itself)"
+    return _json_problem(v, "data")
 
 def _set_stage_data(instance_id, data):
     return _workflow_set_stage_data(instance_id, data, _check_value(data))
@@ -334,7 +325,7 @@ class Sandbox:
         self.globals = sl.Globals.standard()
         self.workflow = WorkflowModule()
         self.prelude = sl.parse(
-            "workflow.star", _PRELUDE.format(max_nodes=MAX_RESULT_NODES), dialect()
+            "workflow.star", _PRELUDE.format(json_check=_json_check()), dialect()
         )
         self.prelude_globals = sl.Globals.extended_by([sl.LibraryExtension.StructType])
         self.dialect = dialect()
@@ -412,7 +403,7 @@ class Sandbox:
             return wrappers[function]
         if not PUBLIC_NAME.fullmatch(function):
             raise HookFault(HOOK_NOT_FOUND, f"no public function {function!r} in the module")
-        src = _WRAPPER.format(function=function, max_nodes=MAX_RESULT_NODES)
+        src = _WRAPPER.format(function=function, json_check=_json_check())
         mod = sl.Module()
         try:
             sl.eval(mod, sl.parse("wrapper.star", src, sl.Dialect.standard()), self.globals,
