@@ -79,6 +79,17 @@ NODE_TYPES: dict[str, Callable[[Any], Node]] = {
 }
 
 
+# The four paging arguments of a two-way connection, described once.
+PageFirst = Annotated[
+    int | None, strawberry.argument(description="Page size forward (default 20, at most 100).")
+]
+PageAfter = Annotated[str | None, strawberry.argument(description="Cursor to page forward from.")]
+PageLast = Annotated[
+    int | None, strawberry.argument(description="Page size backward (at most 100).")
+]
+PageBefore = Annotated[str | None, strawberry.argument(description="Cursor to page backward from.")]
+
+
 @strawberry.type
 class Query:
     """Reads; limited to namespaces where the viewer holds a role."""
@@ -168,14 +179,10 @@ class Query:
             description="Which instances (omitted: all the viewer may read).")] = None,
         order_by: Annotated[InstanceOrder | None, strawberry.argument(
             description="Sort key and direction (default: CREATED ascending).")] = None,
-        first: Annotated[int | None, strawberry.argument(
-            description="Page size forward (default 20, at most 100).")] = None,
-        after: Annotated[str | None, strawberry.argument(
-            description="Cursor to page forward from.")] = None,
-        last: Annotated[int | None, strawberry.argument(
-            description="Page size backward (at most 100).")] = None,
-        before: Annotated[str | None, strawberry.argument(
-            description="Cursor to page backward from.")] = None,
+        first: PageFirst = None,
+        after: PageAfter = None,
+        last: PageLast = None,
+        before: PageBefore = None,
     ) -> Connection[Instance]:  # fmt: skip
         page = await search.instances(
             info, search_of(filter), ordering_of(order_by), Window.of(first, after, last, before)
@@ -225,14 +232,10 @@ class Query:
             description="Which assignments (omitted: all the viewer may see).")] = None,
         order_by: Annotated[AssignmentOrder | None, strawberry.argument(
             description="Sort key and direction (default: CREATED ascending).")] = None,
-        first: Annotated[int | None, strawberry.argument(
-            description="Page size forward (default 20, at most 100).")] = None,
-        after: Annotated[str | None, strawberry.argument(
-            description="Cursor to page forward from.")] = None,
-        last: Annotated[int | None, strawberry.argument(
-            description="Page size backward (at most 100).")] = None,
-        before: Annotated[str | None, strawberry.argument(
-            description="Cursor to page backward from.")] = None,
+        first: PageFirst = None,
+        after: PageAfter = None,
+        last: PageLast = None,
+        before: PageBefore = None,
         team: Annotated[str | None, strawberry.argument(
             description="The queue's team (same as `filter.team`).",
             deprecation_reason="Use `filter: {team}`.")] = None,
@@ -297,14 +300,10 @@ class Query:
             description="Which events (omitted: all the viewer may read).")] = None,
         order_by: Annotated[AuditOrder | None, strawberry.argument(
             description="Direction (default: newest first).")] = None,
-        first: Annotated[int | None, strawberry.argument(
-            description="Page size forward (default 20, at most 100).")] = None,
-        after: Annotated[str | None, strawberry.argument(
-            description="Cursor to page forward from.")] = None,
-        last: Annotated[int | None, strawberry.argument(
-            description="Page size backward (at most 100).")] = None,
-        before: Annotated[str | None, strawberry.argument(
-            description="Cursor to page backward from.")] = None,
+        first: PageFirst = None,
+        after: PageAfter = None,
+        last: PageLast = None,
+        before: PageBefore = None,
     ) -> Connection[Event]:  # fmt: skip
         wanted = AuditFilter() if filter is None else filter
         descending = order_by is None or order_by.direction == SortDirection.DESC
