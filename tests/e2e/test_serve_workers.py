@@ -137,3 +137,13 @@ def test_several_workers_on_sqlite_are_refused_with_a_reason(tmp_path: Path) -> 
     assert done.returncode == 1
     assert "--workers needs PostgreSQL" in done.stderr
     assert not (tmp_path / "x.db").exists()  # refused before anything was created
+
+
+def test_zero_workers_are_refused_with_a_reason(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stateward.cli", "serve", "--workers", "0", "--port", "0",
+         "--db", "postgresql+asyncpg://nobody@127.0.0.1:1/none"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "--workers must be at least 1 (got 0)" in done.stderr
