@@ -165,6 +165,41 @@ class WebhookDeliveryStatus(Enum):
     FAILED = strawberry.enum_value("failed", description="Given up after the last attempt.")
 
 
+@strawberry.enum(description="What a bulk operation does to each instance it matched (issue 15).")
+class BatchKind(Enum):
+    CANCEL = strawberry.enum_value("cancel", description="Cancels each instance (`bulkCancel`).")
+    MIGRATE = strawberry.enum_value(
+        "migrate", description="Moves each instance to another version (`bulkMigrate`)."
+    )
+    RETRY = strawberry.enum_value(
+        "retry", description="Re-runs the failed hook of each instance in error (`bulkRetry`)."
+    )
+    ACTION = strawberry.enum_value(
+        "action", description="Performs one action on each instance (`bulkAction`)."
+    )
+
+
+@strawberry.enum(description="Where a bulk operation is.")
+class BatchStatus(Enum):
+    RUNNING = strawberry.enum_value("running", description="Still applying to its instances.")
+    COMPLETED = strawberry.enum_value(
+        "completed", description="Tried every instance (see `succeeded`, `failed`, `errors`)."
+    )
+    CANCELLED = strawberry.enum_value(
+        "cancelled", description="Stopped by `cancelBatchOperation`; what was applied stays."
+    )
+
+
+@strawberry.enum(description="What a notification tells (its `payload` has the details).")
+class NotificationKind(Enum):
+    SLA_WARNING = strawberry.enum_value(
+        ev.SLA_WARNING, description="A state's SLA deadline is near (80 % of the budget)."
+    )
+    SLA_BREACHED = strawberry.enum_value(
+        ev.SLA_BREACHED, description="A state's SLA deadline passed."
+    )
+
+
 #: What each bus event type means (a type missing here still gets an enum value).
 BUS_EVENT_MEANINGS = {
     ev.WORKFLOW_STARTED: "An instance started.",

@@ -29,13 +29,13 @@ async def test_bulk_action_applies_per_instance_and_reports_failures(api: Api) -
     ids = await _instances(api, 3)
     await api.ok(SUBMIT, {"i": ids[0]})  # already in review: `submit` fails there
     made = (await api.ok(ACTION % BATCH))["bulkAction"]
-    assert (made["kind"], made["status"], made["total"]) == ("action", "running", 3)
+    assert (made["kind"], made["status"], made["total"]) == ("ACTION", "RUNNING", 3)
     assert made["filter"] == {"workflow": "acme/loans/loan"}
     assert made["params"] == {"action": "submit", "input": {"fields": {"amount": 7}}}
     assert made["createdBy"] == api.admin.public
     await bulk.process_running(api.runtime)
     done = (await api.ok(GET % BATCH, {"i": made["id"]}))["batchOperation"]
-    assert (done["status"], done["succeeded"], done["failed"]) == ("completed", 2, 1)
+    assert (done["status"], done["succeeded"], done["failed"]) == ("COMPLETED", 2, 1)
     assert done["finishedAt"] is not None
     errors = done["errors"]
     assert errors["totalCount"] is None or errors["totalCount"] == 1
@@ -44,7 +44,7 @@ async def test_bulk_action_applies_per_instance_and_reports_failures(api: Api) -
     ]
     node = await api.ok("query($i:ID!){node(id:$i){... on BatchOperation{kind}}}",
                         {"i": made["id"]})  # fmt: skip
-    assert node["node"] == {"kind": "action"}
+    assert node["node"] == {"kind": "ACTION"}
 
 
 async def test_bulk_cancel_and_the_listing_newest_first(api: Api) -> None:
@@ -61,10 +61,10 @@ async def test_bulk_cancel_and_the_listing_newest_first(api: Api) -> None:
     assert [e["node"]["id"] for e in after["batchOperations"]["edges"]] == [first["id"]]
     stopped = await api.ok("mutation($i:ID!){cancelBatchOperation(id:$i){status}}",
                            {"i": second["id"]})  # fmt: skip
-    assert stopped["cancelBatchOperation"]["status"] == "cancelled"
+    assert stopped["cancelBatchOperation"]["status"] == "CANCELLED"
     await bulk.process_running(api.runtime)
     one = (await api.ok(GET % "{status succeeded params}", {"i": first["id"]}))["batchOperation"]
-    assert one == {"status": "completed", "succeeded": 2, "params": {"reason": "one"}}
+    assert one == {"status": "COMPLETED", "succeeded": 2, "params": {"reason": "one"}}
 
 
 async def test_who_may_start_and_see_a_batch(api: Api) -> None:

@@ -147,7 +147,7 @@ async def test_a_breach_notification_is_queryable_by_the_team(api: Api) -> None:
     query = "{notifications{edges{node{recipient kind instanceId readAt}}}}"
     found = [e["node"] for e in (await api.ok(query, token=analyst))["notifications"]["edges"]]
     assert found == [
-        {"recipient": "team:analyst", "kind": "workflow.sla.breached", "instanceId": pid,
+        {"recipient": "team:analyst", "kind": "SLA_BREACHED", "instanceId": pid,
          "readAt": None}
     ]  # fmt: skip
     assert (await api.ok(query, token=clerk))["notifications"]["edges"] == []

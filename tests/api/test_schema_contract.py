@@ -22,6 +22,9 @@ ENUM_FIELDS = {
     ("WebhookDelivery", "status"): "WebhookDeliveryStatus",
     ("BusEvent", "eventType"): "BusEventType",
     ("StatusCount", "status"): "InstanceStatus",
+    ("BatchOperation", "kind"): "BatchKind",
+    ("BatchOperation", "status"): "BatchStatus",
+    ("Notification", "kind"): "NotificationKind",
 }
 #: (root, field, argument) -> the type the argument must have.
 ARGUMENTS = {

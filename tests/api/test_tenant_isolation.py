@@ -78,13 +78,13 @@ async def test_a_team_notification_node_stays_in_its_namespace(api: Api) -> None
     w = await world(api)
     async with api.runtime.uow() as uow:
         note = await uow.notifications.add(
-            "team:analyst", "acme/sales", "sla.breached", {"x": 1}, api.runtime.clock.now()
+            "team:analyst", "acme/sales", "workflow.sla.breached", {"x": 1}, api.runtime.clock.now()
         )
         await uow.commit()
     node_id = __import__("base64").b64encode(f"Notification:{note.id}".encode()).decode()
     query = "query($i:ID!){node(id:$i){id ... on Notification{kind}}}"
     mine = await api.gql(query, {"i": node_id}, token=w.acme.analyst[1])
-    assert mine["data"]["node"]["kind"] == "sla.breached", mine
+    assert mine["data"]["node"]["kind"] == "SLA_BREACHED", mine
     theirs = await api.gql(query, {"i": node_id}, token=w.globex.analyst[1])
     missing = __import__("base64").b64encode(b"Notification:999999").decode()
     absent = await api.gql(query, {"i": missing}, token=w.globex.analyst[1])
@@ -101,7 +101,7 @@ async def test_an_underscore_in_a_namespace_is_not_a_wildcard(api: Api) -> None:
     await api.ok(ACT, {"i": pid, "a": "submit"})  # opens an `analyst` assignment
     async with api.runtime.uow() as uow:
         await uow.notifications.add(
-            "team:analyst", "acmexcorp/sales", "sla.breached", {}, api.runtime.clock.now()
+            "team:analyst", "acmexcorp/sales", "workflow.sla.breached", {}, api.runtime.clock.now()
         )
         await uow.commit()
     _, token = await api.user("acme_corp", "analyst")

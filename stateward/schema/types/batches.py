@@ -10,6 +10,7 @@ from strawberry.types import Info
 from stateward.records import BatchItemRecord, BatchRecord
 from stateward.resolvers import batches
 from stateward.resolvers.ids import to_global_id
+from stateward.schema.enums import BatchKind, BatchStatus
 from stateward.schema.scalars import JSON
 from stateward.schema.types.connection import Connection
 from stateward.schema.types.node import Node
@@ -31,10 +32,10 @@ class BatchError:
 class BatchOperation(Node):
     id: strawberry.ID
     batch_id: str
-    kind: str = strawberry.field(description="cancel, migrate, retry or action.")
+    kind: BatchKind = strawberry.field(description="What it does to each instance.")
     filter: JSON = strawberry.field(description="The filter, as given (set fields only).")
     params: JSON = strawberry.field(description="reason / toVersion, stateMap / action, input.")
-    status: str = strawberry.field(description="running, completed or cancelled.")
+    status: BatchStatus = strawberry.field(description="Where it is.")
     total: int = strawberry.field(description="Instances the filter matched at creation.")
     succeeded: int
     failed: int
@@ -55,7 +56,8 @@ class BatchOperation(Node):
         """From the batch row."""
         return cls(
             id=strawberry.ID(to_global_id("BatchOperation", record.id)), batch_id=record.id,
-            kind=record.kind, filter=record.filter, params=record.params, status=record.status,
+            kind=BatchKind(record.kind), filter=record.filter, params=record.params,
+            status=BatchStatus(record.status),
             total=record.total, succeeded=record.succeeded, failed=record.failed,
             created_by=record.created_by, created_at=record.created_at,
             finished_at=record.finished_at, _record=record,

@@ -10,6 +10,7 @@ import strawberry
 from stateward.domain.errors import Problem as DomainProblem
 from stateward.records import ApiTokenRecord, NotificationRecord
 from stateward.resolvers.ids import to_global_id
+from stateward.schema.enums import NotificationKind
 from stateward.schema.scalars import JSON
 from stateward.schema.types.instance import Event, Instance
 from stateward.schema.types.node import Node
@@ -170,7 +171,7 @@ class Notification(Node):
     recipient: str
     namespace: str
     instance_id: str | None
-    kind: str
+    kind: NotificationKind
     payload: JSON
     created_at: datetime
     read_at: datetime | None
@@ -181,6 +182,7 @@ class Notification(Node):
         return cls(
             id=strawberry.ID(to_global_id("Notification", str(record.id))),
             notification_id=record.id, recipient=record.recipient,
-            namespace=record.namespace, instance_id=record.process_id, kind=record.kind,
-            payload=record.payload, created_at=record.created_at, read_at=record.read_at,
+            namespace=record.namespace, instance_id=record.process_id,
+            kind=NotificationKind(record.kind), payload=record.payload,
+            created_at=record.created_at, read_at=record.read_at,
         )  # fmt: skip
