@@ -45,7 +45,8 @@ class StatewardError(Exception):
 
 @dataclass(frozen=True)
 class ActionResult:
-    """What one submitted event did."""
+    """What one submitted event did. `status` is the schema's `InstanceStatus` value
+    (`ACTIVE`, `STALE`, `COMPLETED`, `CANCELLED`, `ERROR`), spelled as `query` returns it."""
 
     instance_id: str
     workflow: str
@@ -64,7 +65,7 @@ class ActionResult:
             instance_id=instance["instanceId"],
             workflow=instance["workflowPath"],
             state=instance["state"]["key"],
-            status=str(instance["status"]).lower(),  # the enum name, as the record spells it
+            status=str(instance["status"]),  # the enum value as the schema sends it
             seq=instance["seq"],
             data=instance["data"],
             duplicate=value["duplicate"],

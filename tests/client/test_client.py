@@ -53,7 +53,7 @@ async def test_a_key_signs_locally_and_the_log_names_it_as_signer(
     async with Client(server.url, key=tmp_path / "operator.json") as sw:
         await deploy(sw)
         started = await sw.start("client/desk/ticket", {"customer": "ada"})
-        assert (started.state, started.status, started.seq) == ("open", "active", 1)
+        assert (started.state, started.status, started.seq) == ("open", "ACTIVE", 1)
         assert started.event["signer"] == sw.key.public == started.event["actor"]
         signed = await sw.sign(started.instance_id, "note", "client/desk/ticket", {"text": "hi"})
         noted = await sw.submit(signed)
@@ -87,7 +87,7 @@ async def test_advance_claim_and_complete_go_through_signed_kernel_events(
         claimed = await sw.claim(assignment)
         assert claimed.event["action"] == "$claim" and claimed.event["signer"] == sw.key.public
         done = await sw.complete(assignment, {"verdict": "fine"}, action="close")
-        assert done.state == "closed" and done.status == "completed"
+        assert done.state == "closed" and done.status == "COMPLETED"
 
 
 async def test_a_client_without_a_key_cannot_sign() -> None:
