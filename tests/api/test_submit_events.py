@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph_stack import Api, loan
+from sqlalchemy import event
 
 from stateward.runtime.core.commands import sign_as
 from stateward.runtime.core.group import committer_of
@@ -98,3 +99,26 @@ async def test_an_unreadable_result_is_not_found_for_that_item_only(api: Api) ->
     assert results[0]["result"] is None
     assert results[0]["error"]["code"] in ("FORBIDDEN", "NOT_FOUND")
     assert (await api.ok(READ, {"i": a}))["instance"]["state"]["key"] == "intake"
+
+
+async def test_the_answers_read_each_signers_grants_once_after_the_commits(api: Api) -> None:
+    """Each answer passes the read rule of its signer (grants read after the commit); a
+    request of many items by one signer reads them once, not once per item."""
+    ids = await _started(api, 4)
+    items = [_signed(api, i, "submit", {"fields": {"amount": 1}}) for i in ids]
+    items += [_signed(api, i, "note", {"text": str(n)}) for n in range(9) for i in ids]
+    reads: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM role_grants" in statement and "ORDER BY role_grants.namespace" in statement:
+            reads.append(statement)
+
+    target = api.runtime.engine.sync_engine
+    event.listen(target, "before_cursor_execute", record)
+    try:
+        results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    finally:
+        event.remove(target, "before_cursor_execute", record)
+    assert [r["error"] for r in results] == [None] * 40
+    assert all(r["result"]["instance"] is not None for r in results)
+    assert len(reads) == 1
