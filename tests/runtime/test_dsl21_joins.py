@@ -370,3 +370,34 @@ async def test_a_withdrawn_grant_hides_the_childs_end_from_its_parent(remote):
     assert (await desk.process(kid)).status == "completed"
     parent = await desk.process(pid)
     assert parent.state == "parallel" and "$child" not in await _actions(desk, pid)
+
+
+async def test_verify_replays_the_child_events_a_forged_result_is_caught(desk):
+    """`$child` is replayed, not trusted: a `$child` envelope whose reported result was
+    changed after the fact breaks its signature and hash, and the parent's replayed data
+    (the join's `then` mapped the results) no longer matches the stored data."""
+    import json
+
+    from sqlalchemy import text
+
+    pid, kids = await _begin(desk.rt, desk)
+    for n, kid in enumerate(kids):
+        await perform_action(desk.rt, desk.analysts[n], kid, "finish", {"note": f"note-{n}"})
+    assert (await desk.process(pid)).status == "completed"
+    assert (await verify(desk.rt, pid)).valid
+    async with desk.rt.uow() as uow:
+        events = await uow.events.for_process(pid)
+        (first,) = [
+            e for e in events if e.action == "$child" and json.dumps(e.input).count("note-0")
+        ]
+        forged = first.envelope.replace('"note-0"', '"forged"')
+        assert forged != first.envelope
+        await uow.session.execute(
+            text("UPDATE events SET envelope = :v WHERE process_id = :p AND seq = :s"),
+            {"v": forged, "p": pid, "s": first.seq},
+        )
+        await uow.commit()
+    report = await verify(desk.rt, pid)
+    codes = {(p.seq, p.code) for p in report.problems}
+    assert (first.seq, "HASH_MISMATCH") in codes and (first.seq, "BAD_SIGNATURE") in codes
+    assert any(code == "DATA_MISMATCH" for _, code in codes), codes

@@ -191,3 +191,60 @@ async def test_sla_warnings_notify_at_the_state_fraction_unless_the_state_opts_o
 
 def test_the_desk_namespace_is_the_one_granted() -> None:
     assert DRAFT["$path"].startswith(DESK)
+
+
+REFERENCED: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/referenced-timeout",
+    "initial": "draft",
+    "states": {
+        "draft": {"label": "Draft"},
+        "waiting": {
+            "label": "Waiting",
+            "timeout": {"seconds": {"$ref": "data.wait_seconds"}, "action": "expire"},
+        },
+    },
+    "actions": {
+        "ask": {"from": "draft", "to": "waiting"},
+        "answer": {"from": "waiting", "to": "draft"},
+        "expire": {"from": "waiting", "to": "$cancel"},
+    },
+}
+
+
+async def test_a_timeout_whose_seconds_are_a_reference_reads_the_data_on_entry(desk):
+    """`timeout.seconds` as an expression over the data (issue 14): the reference is read
+    when the state is entered — each entry with the data of that moment — a null arms
+    nothing, and anything but seconds refuses the entering event."""
+    from stateward.runtime.access import registry
+
+    await registry.deploy_workflow(desk.rt, desk.operator, REFERENCED)
+    path = REFERENCED["$path"]
+    soon = await _start(desk, path, wait_seconds=30)
+    await perform_action(desk.rt, desk.admin, soon, "ask", {})
+    later = await _start(desk, path, wait_seconds=300)
+    await perform_action(desk.rt, desk.admin, later, "ask", {})
+    never = await _start(desk, path)  # no wait_seconds: no timer
+    await perform_action(desk.rt, desk.admin, never, "ask", {})
+    assert await _timers(desk, never) == {}
+    bad = await _start(desk, path, wait_seconds="soon")
+    with pytest.raises(DomainError) as refused:
+        await perform_action(desk.rt, desk.admin, bad, "ask", {})
+    assert refused.value.code == "INVALID_INPUT" and "not seconds" in refused.value.message
+    assert (await desk.process(bad)).state == "draft"
+
+    desk.rt.clock.advance(29)
+    assert (await scheduler.fire_due(desk.rt)).fired == []
+    desk.rt.clock.advance(2)
+    assert len((await scheduler.fire_due(desk.rt)).fired) == 1
+    assert [(await desk.process(p)).status for p in (soon, later, never)] == [
+        "cancelled",
+        "active",
+        "active",
+    ]
+    desk.rt.clock.advance(300)
+    assert len((await scheduler.fire_due(desk.rt)).fired) == 1
+    assert (await desk.process(later)).status == "cancelled"
+    assert (await desk.process(never)).status == "active"
+    for pid in (soon, later, never, bad):
+        assert (await verify(desk.rt, pid)).valid
