@@ -1,5 +1,6 @@
 """DSL 2.1 through the GraphQL API (issue 14), on SQLite and PostgreSQL:
 
+- a spawn-only workflow refuses `startInstance`;
 - the parent's view (`Instance.children`) lists its children with their status, across the
   namespaces the viewer may read (a child spawned into another namespace under its
   `allow_spawn` grant included), and only those;
@@ -83,6 +84,10 @@ async def test_the_parents_view_lists_its_children_with_status_across_readable_n
     await api.ok(DEPLOY, {"d": REMOTE_TASK})
     await api.ok('mutation{allowSpawn(namespace:"fin/pay",to:"ops/desk"){namespace}}')
     await api.ok(DEPLOY, {"d": PARENT})
+    # A spawn-only workflow refuses `startInstance`, even to an admin.
+    refused = await api.gql(START, {"w": REMOTE_TASK["$path"], "d": {}})
+    assert refused["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert "spawn" in refused["errors"][0]["message"]
     data = {"teams": ["hr", "it"], "amount": 120}
     pid = (await api.ok(START, {"w": PARENT["$path"], "d": data}))["startInstance"]["instanceId"]
     await api.ok(ACT, {"i": pid, "a": "begin", "in": {}})
