@@ -1,7 +1,8 @@
 """Run the conformance vectors: `python -m stateward.conformance [FILE | DIR]...`.
 
 Each file is `{"format": "stateward.conformance.<kind>/1", "cases": [...]}` with kind
-`expressions`, `validation` or `engine` (conformance/README.md). A directory stands for
+`expressions`, `validation` or `engine` (conformance/README.md), or the project's `tasks`
+(a state's `assign` task fields evaluated at entry: `run_tasks_case`). A directory stands for
 every `*.json` under it (sorted, recursively). With no argument it runs the default set:
 the shared vectors (`STATEWARD_CONFORMANCE_DIR`, else `../shared/conformance` next to the
 project, `v2.1/` included) and the project's own DSL 2.1 vectors (`tests/domain/vectors/`).
@@ -26,6 +27,8 @@ from stateward.domain.definition import load_definition, validate_definition
 from stateward.domain.errors import DomainError
 from stateward.domain.expressions import compile_expression
 from stateward.domain.model import ACTIVE, Actor, Definition, Outcome, ProcessSnapshot
+from stateward.domain.tasks import parse_task, task_fields
+from stateward.domain.value_expressions import parse_timestamp
 
 DEFAULT_TS = "2026-01-01T00:00:00.000Z"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +36,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PROJECT_VECTORS = Path("tests") / "domain" / "vectors"
 DEFAULT_ACTOR_ID = "tester"
 DEFAULT_ACTOR: dict[str, Any] = {"id": DEFAULT_ACTOR_ID, "roles": []}
-FORMATS = ("expressions", "validation", "engine")
+FORMATS = ("expressions", "validation", "engine", "tasks")
 
 
 class CaseFailure(AssertionError):
@@ -263,15 +266,46 @@ def run_engine_case(case: Mapping[str, Any]) -> None:
         process = _run_step(definition, process, step, n)
 
 
+# --- tasks ---------------------------------------------------------------------------------
+
+
+def run_tasks_case(case: Mapping[str, Any]) -> None:
+    """Parse `assign` (pointers under `/assign`); with `errors` (`[{code, pointer}]`) each
+    must be reported, else evaluate it against `data` entered at `entered` and compare
+    `expect` (`priority`, `dueAt`, `followUpAt`: an integer / a timestamp, or null)."""
+    _, spec, problems = parse_task(case["assign"], "/assign")
+    got_problems = sorted({(p.code, p.pointer) for p in problems})
+    wanted = case.get("errors", [])
+    if wanted or got_problems:
+        expected = sorted({(e["code"], e["pointer"]) for e in wanted})
+        if expected != got_problems:
+            raise CaseFailure(f"errors: expected {expected}, got {got_problems}")
+        return
+    entered = parse_timestamp(case.get("entered", DEFAULT_TS.replace("Z", "+00:00")))
+    if entered is None:
+        raise CaseFailure("entered: not a timestamp with an offset")
+    got = task_fields(spec, case.get("data", {}), entered)
+    expect = case.get("expect", {})
+    if "priority" in expect:
+        _expect("priority", expect["priority"], got.priority)
+    for key, value in (("dueAt", got.due_at), ("followUpAt", got.follow_up_at)):
+        if key in expect:
+            want = expect[key]
+            if (None if want is None else parse_timestamp(want)) != value:
+                shown = None if value is None else value.isoformat()
+                raise CaseFailure(f"{key}: expected {json.dumps(want)}, got {json.dumps(shown)}")
+
+
 RUNNERS: dict[str, Callable[[Mapping[str, Any]], None]] = {
     "expressions": run_expression_case,
     "validation": run_validation_case,
     "engine": run_engine_case,
+    "tasks": run_tasks_case,
 }
 
 
 def kind_of(document: Mapping[str, Any]) -> str:
-    """`expressions`, `validation` or `engine`, from the document's `format` key."""
+    """`expressions`, `validation`, `engine` or `tasks`, from the document's `format` key."""
     fmt = str(document.get("format", ""))
     for kind in FORMATS:
         if fmt.startswith(f"stateward.conformance.{kind}/"):

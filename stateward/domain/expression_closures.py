@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lark import Token, Tree
 
 from stateward.domain.jsonvalues import compare_values, json_kind
-from stateward.domain.model import Predicate
+
+if TYPE_CHECKING:  # model imports the task fields, which compile expressions
+    from stateward.domain.model import Predicate
 
 __all__ = ["build_predicate"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 from lark import Lark
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -21,7 +22,9 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, Un
 from stateward.domain.errors import INVALID_EXPRESSION, DomainError
 from stateward.domain.expression_closures import build_predicate
 from stateward.domain.jsonvalues import compare_values, json_equal, json_kind
-from stateward.domain.model import Predicate
+
+if TYPE_CHECKING:  # model imports the task fields, which compile expressions
+    from stateward.domain.model import Predicate
 
 __all__ = [
     "MAX_DEPTH",
@@ -74,6 +77,9 @@ STRING: /'(?:[^']|'')*'/
 PATH: /[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/
 %ignore /\s+/
 """
+
+#: The guard grammar's text (value expressions embed it for their WHEN conditions).
+GUARD_GRAMMAR = _GRAMMAR
 
 _TOKEN_NAMES = {
     "COMPOP": "a comparison operator",

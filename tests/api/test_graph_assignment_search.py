@@ -162,3 +162,62 @@ async def test_a_malformed_task_is_an_invalid_definition_with_pointers(api: Api)
     pointers = {p["pointer"] for p in error["extensions"]["problems"]}
     base = "/states/review/assign"
     assert {f"{base}/{k}" for k in ("candidates", "priority", "due", "color")} <= pointers
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+async def test_task_fields_computed_by_expressions_at_state_entry(api: Api) -> None:
+    """`priority`, `due` and `followUp` as value expressions over the data after the
+    entering event (issue 16), on both databases; what does not fit is null, not an error."""
+    value = loan()
+    value["states"]["intake"]["form"]["fields"]["deadline"] = {"type": "string"}
+    value["actions"]["submit"]["mutate"]["$set"]["deadline"] = "input.fields.deadline"
+    value["states"]["review"]["assign"] = {
+        "team": "analyst",
+        "priority": "CASE WHEN amount >= 1000 THEN 90 WHEN amount >= 100 THEN amount / 10 "
+        "ELSE 5 END",
+        "due": "CASE WHEN deadline IS NOT NULL THEN deadline - 3600 ELSE 86400 END",
+        "followUp": "amount * 60",
+    }
+    await api.ok(DEPLOY, {"d": value})
+    rows = [
+        ({"amount": 5000, "deadline": "2027-01-10T12:00:00+02:00"}, 90),
+        ({"amount": 455}, 45),
+        ({"amount": 7, "deadline": "not a date"}, 5),
+    ]
+    for fields, _ in rows:
+        inst = (await api.ok(START, {"w": "acme/loans/loan"}))["startInstance"]
+        await api.ok(SUBMIT, {"i": inst["id"], "in": {"fields": fields}})
+    query = """{assignments(orderBy:{field:PRIORITY,direction:DESC},first:10){edges{node{
+      priority dueAt followUpAt createdAt instance { data } }}}}"""
+    nodes = [e["node"] for e in (await api.ok(query))["assignments"]["edges"]]
+    assert [n["priority"] for n in nodes] == [90, 45, 5]
+    big, mid, small = nodes
+    assert _parse(big["dueAt"]) == datetime(2027, 1, 10, 9, 0, tzinfo=UTC)
+    assert _parse(mid["dueAt"]) == _parse(mid["createdAt"]) + timedelta(days=1)
+    assert small["dueAt"] is None  # "not a date" minus seconds: null, the task still opened
+    for node in nodes:
+        amount = node["instance"]["data"]["amount"]
+        want = _parse(node["createdAt"]) + timedelta(seconds=amount * 60)
+        assert _parse(node["followUpAt"]) == want
+
+
+async def test_a_bad_task_expression_is_an_invalid_definition_at_its_pointer(api: Api) -> None:
+    bad = loan()
+    bad["states"]["review"]["assign"] = {
+        "team": "analyst", "priority": "amount >", "due": "input.when", "followUp": "'soon'",
+    }  # fmt: skip
+    error = (await api.gql(DEPLOY, {"d": bad}))["errors"][0]
+    assert error["extensions"]["code"] == "INVALID_DEFINITION"
+    found = {(p["code"], p["pointer"]) for p in error["extensions"]["problems"]}
+    base = "/states/review/assign"
+    assert found >= {
+        ("INVALID_EXPRESSION", f"{base}/priority"),
+        ("INVALID_EXPRESSION", f"{base}/due"),
+        ("INVALID_FIELD", f"{base}/followUp"),
+    }
+    messages = " ".join(p["message"] for p in error["extensions"]["problems"])
+    assert "at position 7" in messages and "CASE WHEN" in messages
+    assert "instance data only" in messages

@@ -41,3 +41,44 @@ def test_a_malformed_task_names_each_bad_field() -> None:
         f"/s/assign/{k}" for k in ("team", "candidates", "priority", "due", "followUp", "colour")
     }
     assert {p.code for p in problems} == {"INVALID_FIELD"}
+
+
+def test_task_expressions_are_compiled_once_and_evaluated_purely() -> None:
+    raw = {"team": "analyst", "priority": "CASE WHEN vip THEN 90 ELSE level * 10 END",
+           "due": "deadline - 60", "followUp": "CASE WHEN x IS NULL THEN 600 END"}  # fmt: skip
+    _, spec, problems = parse_task(raw, "/s/assign")
+    assert problems == []
+    data = {"level": 2.5, "deadline": "2026-12-01T09:00:00+01:00"}
+    first, again = task_fields(spec, data, ENTERED), task_fields(spec, data, ENTERED)
+    assert first == again and data == {"level": 2.5, "deadline": "2026-12-01T09:00:00+01:00"}
+    assert first.priority == 25  # 2.5 * 10, an integer
+    assert first.due_at == datetime(2026, 12, 1, 7, 59, tzinfo=UTC)
+    assert first.due_at.tzinfo is UTC  # normalized: the offset of the data is not kept
+    assert first.follow_up_at == ENTERED + timedelta(seconds=600)
+    later = task_fields(spec, data, ENTERED + timedelta(hours=1))  # the clock is an argument
+    assert later.follow_up_at == first.follow_up_at + timedelta(hours=1)
+
+
+def test_task_expression_limits_and_messages() -> None:
+    from stateward.domain.errors import DomainError
+    from stateward.domain.value_expressions import compile_value
+
+    for text, fragment in (
+        ("(" * 65 + "1" + ")" * 65, "nests deeper than 64"),
+        ("-" * 65 + "1", "nests deeper than 64"),
+        ("1" + " + 1" * 1100, "longer than 4096 bytes"),
+        ("end_date + end", "unexpected 'end'"),
+        ("amount > 5", "CASE WHEN <condition>"),
+        ("2026-12-01T00:00:00Z", "a timestamp is a 'string'"),
+    ):
+        try:
+            compile_value(text)
+        except DomainError as exc:
+            assert exc.code == "INVALID_EXPRESSION" and fragment in exc.message, (text, exc)
+            assert isinstance(exc.details["position"], int)
+        else:  # pragma: no cover - the assertion below names the text
+            raise AssertionError(f"{text[:40]!r} compiled")
+    long_sum = compile_value(" + ".join(["1"] * 1000))  # a long flat chain, no recursion
+    assert long_sum.evaluate({}) == 1000
+    _, _, problems = parse_task({"team": "t", "priority": 5 * [1]}, "/a")
+    assert [(p.code, p.pointer) for p in problems] == [("INVALID_FIELD", "/a/priority")]
