@@ -236,3 +236,38 @@ async def test_a_visitors_errors_never_show_the_uuid_or_say_process(api: Api) ->
         assert pid not in text, text
         assert "process" not in text.lower().replace("inactive_process", ""), text
     assert "this form" in bodies[-1]["errors"][0]["message"]
+
+
+ROUTED: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/routed",
+    "initial": "draft",
+    "states": {
+        "draft": {"label": "Draft"},
+        "big": {"label": "Big", "await": {"children": 2, "then": "joined"}},
+        "small": {"label": "Small", "terminal": True},
+    },
+    "actions": {
+        "submit": {
+            "from": "draft",
+            "to": [{"when": "input.amount > 100", "to": "big"}, {"to": "small"}],
+            "spawn": [{"workflow": "ops/desk/task", "each": {"$ref": "input.teams"}}],
+        },
+        "joined": {"role": "system", "from": "big", "to": "$cancel"},
+    },
+}
+
+
+async def test_a_workflows_actions_show_their_routes_and_multi_instance_spawns(api: Api) -> None:
+    await api.ok(DEPLOY, {"d": LOCAL_TASK})
+    await api.ok(DEPLOY, {"d": ROUTED})
+    body = await api.ok('query{workflow(path:"ops/desk/routed"){actions{key to routes spawn}}}')
+    actions = {a["key"]: a for a in body["workflow"]["actions"]}
+    assert actions["submit"]["to"] is None
+    assert actions["submit"]["routes"] == [
+        {"when": "input.amount > 100", "to": "big"},
+        {"when": None, "to": "small"},
+    ]
+    (spawn,) = actions["submit"]["spawn"]
+    assert (spawn["workflow"], spawn["each"]) == ("ops/desk/task", {"$ref": "input.teams"})
+    assert actions["joined"]["to"] == "$cancel"

@@ -186,11 +186,15 @@ class Action(Node):
     def routes(self) -> JSON:
         return [{"when": r.when, "to": r.to} for r in self._action.routes]
 
-    @strawberry.field(description="Children this action starts.")
+    @strawberry.field(
+        description="Children this action starts; `each` (DSL 2.1 multi-instance) is the "
+        "reference to the list that starts one child per element, null for a single child."
+    )
     def spawn(self) -> JSON:
         return [
             {"workflow": s.workflow, "to": s.to, "data": dict(s.data), "as": s.as_key,
-             "from": list(s.from_states) if s.from_states is not None else None}
+             "from": list(s.from_states) if s.from_states is not None else None,
+             "each": s.each}
             for s in self._action.spawn
         ]  # fmt: skip
 
