@@ -200,6 +200,39 @@ class NotificationKind(Enum):
     )
 
 
+@strawberry.enum(description="What a visitor sees of an instance's life (`PublicView.status`).")
+class PublicViewStatus(Enum):
+    ACTIVE = strawberry.enum_value(
+        "active", description="In a public step: the visitor may act (see `active`)."
+    )
+    STALE = strawberry.enum_value(
+        "stale", description="In a public step, idle longer than `staleAfter`; acting resumes it."
+    )
+    PROCESSING = strawberry.enum_value(
+        "processing", description="Live in a team or system step (or stopped there on an "
+        "error): the view is frozen at the last public step.",
+    )
+    COMPLETED = strawberry.enum_value("completed", description="Finished.")
+    CANCELLED = strawberry.enum_value("cancelled", description="Cancelled.")
+    ERROR = strawberry.enum_value(
+        "error", description="Stopped by a failure while in a public step."
+    )
+
+
+@strawberry.enum(description="The type of a form field (its value's JSON shape and checks).")
+class FormFieldType(Enum):
+    STRING = strawberry.enum_value("string", description="Text.")
+    NUMBER = strawberry.enum_value("number", description="Any JSON number.")
+    INTEGER = strawberry.enum_value("integer", description="A whole number.")
+    BOOLEAN = strawberry.enum_value("boolean", description="true or false.")
+    DATE = strawberry.enum_value("date", description="A calendar date, `YYYY-MM-DD`.")
+    DATETIME = strawberry.enum_value(
+        "datetime", description="A timestamp in ISO 8601 with an offset."
+    )
+    EMAIL = strawberry.enum_value("email", description="An e-mail address.")
+    ENUM = strawberry.enum_value("enum", description="One of the field's `options`.")
+
+
 #: What each bus event type means (a type missing here still gets an enum value).
 BUS_EVENT_MEANINGS = {
     ev.WORKFLOW_STARTED: "An instance started.",

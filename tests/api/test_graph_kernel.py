@@ -109,7 +109,7 @@ async def test_a_visitor_starts_and_advances_a_public_workflow(api: Api) -> None
     assert view["advancePublic"] == {"state": {"key": "form"}, "data": {}, "active": False}
     seen = await api.ok("query($t:String!){publicEntry(token:$t){state{key} status}}",
                         {"t": token}, token=None)  # fmt: skip
-    assert seen["publicEntry"] == {"state": {"key": "form"}, "status": "processing"}
+    assert seen["publicEntry"] == {"state": {"key": "form"}, "status": "PROCESSING"}
     unknown = await api.gql('{publicEntry(token:"nope"){status}}', token=None)
     assert unknown["errors"][0]["extensions"]["code"] == "NOT_FOUND"
 

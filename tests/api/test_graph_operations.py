@@ -88,7 +88,7 @@ async def test_an_entry_token_issued_for_a_started_instance_opens_its_public_vie
     first = (await api.ok(issue, {"i": pid}))["issueEntryToken"]
     view = "query($t:String!){publicEntry(token:$t){state{key total} status}}"
     seen = await api.ok(view, {"t": first}, token=None)
-    assert seen["publicEntry"] == {"state": {"key": "form", "total": 3}, "status": "active"}
+    assert seen["publicEntry"] == {"state": {"key": "form", "total": 3}, "status": "ACTIVE"}
     second = (await api.ok(issue, {"i": pid}))["issueEntryToken"]
     assert second != first
     assert code(await api.gql(view, {"t": first}, token=None)) == "NOT_FOUND"

@@ -58,14 +58,14 @@ async def test_the_visitor_never_reads_an_internal_state(api: Api) -> None:
     frozen = sent["data"]["advancePublic"]
     assert frozen["state"] == {"key": "intake", "label": "Your claim", "ordinal": 0, "total": 4}
     assert (frozen["status"], frozen["active"], frozen["data"], frozen["form"]) == (
-        "processing", False, {}, None,
+        "PROCESSING", False, {}, None,
     )  # fmt: skip
     # probing while frozen: every answer is an error that names no internal state
     for action, input in [("approve", {}), (None, {}), ("ack", {}), ("send", {}),
                           ("fraud_check", {}), ("$cancel", {})]:  # fmt: skip
         body = await visitor(ACT, {"t": token, "a": action, "in": input})
         assert body.get("errors"), body
-    assert (await visitor(SEE, {"t": token}))["data"]["publicEntry"]["status"] == "processing"
+    assert (await visitor(SEE, {"t": token}))["data"]["publicEntry"]["status"] == "PROCESSING"
 
     pid = await _instance_of(api)
     await api.ok('mutation($i:ID!){performAction(instance:$i,action:"approve"){duplicate}}',
@@ -77,7 +77,7 @@ async def test_the_visitor_never_reads_an_internal_state(api: Api) -> None:
     early = await visitor(ACT, {"t": token, "a": "approve", "in": {}})
     assert early.get("errors")
     done = (await visitor(ACT, {"t": token, "a": "ack", "in": {}}))["data"]["advancePublic"]
-    assert (done["state"]["key"], done["status"], done["active"]) == ("confirm", "completed", False)
+    assert (done["state"]["key"], done["status"], done["active"]) == ("confirm", "COMPLETED", False)
     late = await visitor(ACT, {"t": token, "a": "ack", "in": {}})
     assert late["errors"][0]["extensions"]["code"] == "INACTIVE_PROCESS"
 
@@ -120,7 +120,7 @@ async def test_entry_eligibility_is_any_public_state(api: Api) -> None:
     issue = "mutation($i:ID!){issueEntryToken(instance:$i)}"
     token = await api.ok(issue, {"i": started["startInstance"]["instanceId"]})
     view = (await api.ok(SEE, {"t": token["issueEntryToken"]}, token=None))["publicEntry"]
-    assert (view["state"]["key"], view["status"]) == ("intake", "processing")
+    assert (view["state"]["key"], view["status"]) == ("intake", "PROCESSING")
     assert "fraud" not in json.dumps(view).lower()
     plain = await api.ok('mutation{startInstance(workflow:"acme/loans/loan"){instanceId}}')
     body = await api.gql(issue, {"i": plain["startInstance"]["instanceId"]})

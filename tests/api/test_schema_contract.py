@@ -4,7 +4,7 @@ takes back."""
 
 from __future__ import annotations
 
-from graphql import GraphQLEnumType, GraphQLNamedType, get_named_type
+from graphql import GraphQLEnumType, GraphQLInputObjectType, GraphQLNamedType, get_named_type
 
 from stateward.schema.root import create_schema
 
@@ -25,6 +25,8 @@ ENUM_FIELDS = {
     ("BatchOperation", "kind"): "BatchKind",
     ("BatchOperation", "status"): "BatchStatus",
     ("Notification", "kind"): "NotificationKind",
+    ("PublicView", "status"): "PublicViewStatus",
+    ("FormField", "type"): "FormFieldType",
 }
 #: (root, field, argument) -> the type the argument must have.
 ARGUMENTS = {
@@ -78,3 +80,51 @@ def test_a_bus_event_cursor_has_the_type_events_after_takes() -> None:
     cursor = get_named_type(_type("BusEvent").fields["cursor"].type)  # type: ignore[attr-defined]
     after = SCHEMA.subscription_type.fields["events"].args["after"].type  # type: ignore[union-attr]
     assert cursor.name == get_named_type(after).name == "String"
+
+
+#: Names that hold a closed set; a `String` under one of them must be an allowed exception.
+CLOSED_NAMES = {"status", "kind", "type", "mode", "audience", "op", "direction", "eventType"}
+#: Names that take a node id or a UUID as an argument or input field.
+ID_NAMES = {"id", "ids", "instance", "process", "parent", "assignment"}
+#: The allowed exceptions (issue 16: "a small list"), each with its reason.
+STRING_EXCEPTIONS = {
+    # the bus event's type string stays as is; `eventType` beside it is the enum
+    ("BusEvent", "type"),
+    # a webhook delivery carries the bus type string of the event it delivers
+    ("WebhookDelivery", "eventType"),
+}
+
+
+def _string_named(names: set[str]) -> list[tuple[str, str]]:
+    found = []
+    for name, named in SCHEMA.type_map.items():
+        fields = getattr(named, "fields", None)
+        if name.startswith("__") or not fields:
+            continue
+        for field_name, target in fields.items():
+            if field_name in names and get_named_type(target.type).name == "String":
+                found.append((name, field_name))
+            for arg_name, arg in getattr(target, "args", {}).items():
+                if arg_name in names and get_named_type(arg.type).name == "String":
+                    found.append((f"{name}.{field_name}", arg_name))
+    return found
+
+
+def test_no_string_where_an_enum_or_an_id_fits() -> None:
+    closed = [k for k in _string_named(CLOSED_NAMES) if k not in STRING_EXCEPTIONS]
+    assert closed == [], f"String where an enum fits: {closed}"
+    ids = [
+        k
+        for k in _string_named(ID_NAMES)
+        if isinstance(SCHEMA.get_type(k[0].split(".")[0]), GraphQLInputObjectType) or "." in k[0]
+    ]
+    assert [k for k in ids if k not in STRING_EXCEPTIONS] == [], f"String where ID fits: {ids}"
+
+
+def test_enums_that_mirror_domain_sets_hold_every_member() -> None:
+    from stateward.domain.forms import FIELD_TYPES
+    from stateward.runtime.batches.bulk import KINDS
+    from stateward.schema import enums
+
+    assert {m.value for m in enums.FormFieldType} == set(FIELD_TYPES)
+    assert {m.value for m in enums.BatchKind} == set(KINDS)

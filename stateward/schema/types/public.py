@@ -6,6 +6,7 @@ from typing import Any
 
 import strawberry
 
+from stateward.schema.enums import PublicViewStatus
 from stateward.schema.scalars import JSON
 
 
@@ -26,7 +27,7 @@ class PublicView:
     state: PublicState
     form: JSON | None
     data: JSON
-    status: str
+    status: PublicViewStatus
     active: bool
     branding: JSON | None
 
@@ -40,7 +41,7 @@ class PublicView:
             ),
             form=view.form,
             data=dict(view.data or {}),
-            status=view.status,
+            status=PublicViewStatus(view.status),
             active=bool(view.active),
             branding=getattr(view, "branding", None),
         )

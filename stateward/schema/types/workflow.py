@@ -21,7 +21,13 @@ from stateward.domain.search import InstanceSearch, Ordering
 from stateward.resolvers import reads, search
 from stateward.resolvers.ids import to_global_id
 from stateward.resolvers.paging import Window
-from stateward.schema.enums import Audience, InstanceStatus, StageMode, StageType
+from stateward.schema.enums import (
+    Audience,
+    FormFieldType,
+    InstanceStatus,
+    StageMode,
+    StageType,
+)
 from stateward.schema.scalars import JSON
 from stateward.schema.types.analytics import WorkflowAnalytics
 from stateward.schema.types.connection import Connection
@@ -43,7 +49,7 @@ class FormField:
     """One field of a state's form template."""
 
     name: str
-    type: str
+    type: FormFieldType
     required: bool
     label: str | None
     help: str | None
@@ -113,7 +119,7 @@ class State(Node):
         return [
             FormField(
                 name=f.name,
-                type=f.type,
+                type=FormFieldType(f.type),
                 required=f.required,
                 label=f.label,
                 help=f.help,
