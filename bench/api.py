@@ -507,10 +507,17 @@ async def bench_delivery(
         out[f"delivery_p50_ms_{size}"] = percentile(lat, 0.5)
         out[f"delivery_p99_ms_{size}"] = percentile(lat, 0.99)
         out[f"delivery_server_us_{size}"] = (server.cpu() - cpu) * 1e6 / max(1, subs.received)
-        before, began = subs.received, time.perf_counter()
+        before, began, cpu = subs.received, time.perf_counter(), server.cpu()
+        mine = time.process_time()
         await _drive(act, bursting, None)
         await subs.wait_for(before + size * burst, 120)
         out[f"deliveries_per_s_{size}"] = (subs.received - before) / (time.perf_counter() - began)
+        out[f"capacity_server_us_{size}"] = (
+            (server.cpu() - cpu) * 1e6 / max(1, subs.received - before)
+        )
+        out[f"capacity_client_us_{size}"] = (
+            (time.process_time() - mine) * 1e6 / max(1, subs.received - before)
+        )
         await subs.close()
         # the raw broadcast, same clients, same frames' shape
         rsubs = Subscribers()
@@ -521,11 +528,18 @@ async def bench_delivery(
         await rsubs.wait_for(size * len(keys), 60)
         out[f"raw_p99_ms_{size}"] = percentile(_latencies(rsubs, sent), 0.99)
         keys = [f"b{n}-{uuid.uuid4().hex[:8]}" for n in range(burst)]
-        before, began = rsubs.received, time.perf_counter()
+        before, began, cpu = rsubs.received, time.perf_counter(), raw.cpu()
+        mine = time.process_time()
         await _drive(publish, keys, None)
         await rsubs.wait_for(before + size * burst, 120)
         out[f"raw_deliveries_per_s_{size}"] = (rsubs.received - before) / (
             time.perf_counter() - began
+        )
+        out[f"raw_capacity_server_us_{size}"] = (
+            (raw.cpu() - cpu) * 1e6 / max(1, rsubs.received - before)
+        )
+        out[f"raw_capacity_client_us_{size}"] = (
+            (time.process_time() - mine) * 1e6 / max(1, rsubs.received - before)
         )
         await rsubs.close()
         out[f"delivery_ratio_vs_raw_{size}"] = (

@@ -45,6 +45,7 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOpe
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
+    Operation,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     ConnectionInitMessage,
@@ -59,6 +60,7 @@ from stateward.http.auth import authenticate, authorization_from_params, bearer_
 from stateward.http.context import RequestContext, create_loaders
 from stateward.http.graphiql import offline_graphiql_html
 from stateward.http.strict_json import RequestJSONError, load_request_json
+from stateward.schema.base import LIVE_OPERATION, LiveOperation
 from stateward.schema.errors import ApiError, error_extensions, to_graphql_error
 from stateward.settings import Settings
 
@@ -155,6 +157,13 @@ class StrictWebSocketAdapter(ASGIWebSocketAdapter):
         except WebSocketDisconnect:  # pragma: no cover
             pass
 
+    async def send_text(self, frame: str) -> None:
+        """Send one ready text frame (a `next` frame of `schema.base.LiveOperation`)."""
+        try:
+            await self.ws.send_text(frame)
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
+
     async def send_json(self, message: Mapping[str, object]) -> None:
         """Strawberry's `send_json`, except that a `next` frame whose result data is shared
         by several subscribers (one execution per event and document, `schema.base`) is
@@ -194,6 +203,20 @@ def _dumps(value: object) -> str:
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
     """graphql-transport-ws with explicit close reasons and a coded subscription cap."""
+
+    async def run_operation(self, operation: Operation[RequestContext, None]) -> None:
+        """Strawberry's operation task, with a `LiveOperation` in its context: resolvers
+        of shared events send their `next` frames straight to the socket (`schema.base`)."""
+
+        websocket = self.websocket
+        if isinstance(websocket, StrictWebSocketAdapter):
+
+            async def send_text(frame: str) -> None:
+                if not operation.completed:  # as Strawberry's `send_operation_message`
+                    await websocket.send_text(frame)
+
+            LIVE_OPERATION.set(LiveOperation(operation.id, send_text))
+        await super().run_operation(operation)
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         """Run the standard handshake; a rejected token closes with 4403 and the reason."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,8 @@ QUEUE_TYPES = (
     ev.ASSIGNMENT_COMPLETED, ev.ASSIGNMENT_CANCELLED, ev.SLA_WARNING, ev.SLA_BREACHED,
 )  # fmt: skip
 Payload = Mapping[str, Any]
+#: Sends a live payload to the subscriber itself (True), or declines (False: yield it).
+Direct = Callable[[Payload], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -119,9 +121,12 @@ async def stream(
     where: StreamFilter,
     after: int | None,
     allowed: Callable[[Viewer | None, Payload], bool] = policy.can_read_payload,
+    direct: Direct | None = None,
 ) -> AsyncGenerator[Payload]:
     """Payloads matching `where` that the viewer may read (`allowed`, checked per delivery
-    with grants kept current): backlog after `after`, then live."""
+    with grants kept current): backlog after `after`, then live. A live payload the
+    viewer may read is first offered to `direct` (the websocket's encode-once path,
+    `schema.base.LiveOperation`) and yielded only when it declines."""
     live = LiveViewer(info, viewer(info))
     bus = services(info).bus
     registry_event = REGISTRY_PREFIX
@@ -153,12 +158,16 @@ async def stream(
             if int(payload.get("id", 0)) <= last or not where.matches(payload):
                 continue
             if allowed(await live.current(), payload):
+                if direct is not None and await direct(payload):
+                    continue
                 yield payload
     finally:
         sub.close()
 
 
-async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGenerator[Payload]:
+async def events(
+    info: Info, where: StreamFilter, after: str | None, direct: Direct | None = None
+) -> AsyncGenerator[Payload]:
     """`Subscription.events(filter, after)`."""
     cursor = None
     if after is not None:
@@ -168,7 +177,7 @@ async def events(info: Info, where: StreamFilter, after: str | None) -> AsyncGen
         cursor = int(after)
     if where.namespace is not None:
         require_read(info, where.namespace, "namespace")
-    async for payload in stream(info, where, cursor):
+    async for payload in stream(info, where, cursor, direct=direct):
         yield payload
 
 
@@ -200,7 +209,9 @@ async def instance_updated(info: Info, ident: str) -> AsyncGenerator[ProcessReco
         yield fresh
 
 
-async def assignment_queue(info: Info, team: str) -> AsyncGenerator[Payload]:
+async def assignment_queue(
+    info: Info, team: str, direct: Direct | None = None
+) -> AsyncGenerator[Payload]:
     """`Subscription.assignmentQueue(team)`: assignment and SLA events of one team, in
     the namespaces where the viewer holds that team's role or `admin` (the rule of
     `assignments(team)`), checked per delivery."""
@@ -213,5 +224,5 @@ async def assignment_queue(info: Info, team: str) -> AsyncGenerator[Payload]:
         return policy.watches_team(current, team, payload.get("namespace"))
 
     where = StreamFilter(types=QUEUE_TYPES, team=team)
-    async for payload in stream(info, where, None, allowed):
+    async for payload in stream(info, where, None, allowed, direct):
         yield payload

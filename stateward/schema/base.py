@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import strawberry
-from graphql import ASTValidationRule, GraphQLError
+from graphql import ASTValidationRule, GraphQLError, OperationType
 from graphql.language import DocumentNode
 from graphql.language.parser import parse
 from strawberry.extensions import DisableIntrospection, SchemaExtension
@@ -132,14 +134,59 @@ class PerEventExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
     #: Set per event when its result may be shared (see `execute_operation`).
     _shared_key: tuple[int, int, str] | None = None
+    #: `_variables_key` of this operation's variables, computed once.
+    _vars_key: str | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.operation.operation is OperationType.SUBSCRIPTION:
+            live = LIVE_OPERATION.get()
+            if live is not None and live.executor is None:
+                live.executor = self
+
+    def _shared_key_for(self, payload: Any) -> tuple[int, int, str]:
+        vars_key = self._vars_key
+        if vars_key is None:
+            vars_key = self._vars_key = _variables_key(self.variable_values)
+        return (id(payload), id(self.operation), vars_key)
 
     def build_per_event_executor(self, payload: Any) -> Any:
         executor: Any = super().build_per_event_executor(payload)
         executor._relevant_sub_fields = {}
         if getattr(payload, "shared_frame", False):
-            key = (id(payload), id(self.operation), _variables_key(self.variable_values))
-            executor._shared_key = key
+            executor._shared_key = self._shared_key_for(payload)
         return executor
+
+    def shared_body(self, root: Any) -> str | None:
+        """The JSON text of `{"data": …}` for this subscription's selection on `root`
+        when it is already known (another subscriber with the same document and
+        variables got this event), else None (`compute_shared_body`)."""
+        hit = _SHARED_BODIES.get(self._shared_key_for(root))
+        if hit is not None and hit[0] is root and hit[1] is self.operation:
+            return hit[2]
+        return None
+
+    async def compute_shared_body(self, root: Any) -> str | None:
+        """Execute the selection on a `shared_frame` root once for every subscriber with
+        this document and variables and keep its `{"data": …}` JSON; None when `root` is
+        not shareable or the result has errors (those go through Strawberry's path, which
+        masks and codes them)."""
+        if not getattr(root, "shared_frame", False):
+            return None
+        key = self._shared_key_for(root)
+        hit = _SHARED_BODIES.get(key)
+        if hit is not None and hit[0] is root and hit[1] is self.operation:
+            return hit[2]
+        result = self.build_per_event_executor(root).execute_operation(False)
+        if self.is_awaitable(result):
+            result = await result
+        if getattr(result, "errors", None) or getattr(result, "extensions", None):
+            return None
+        body = _dumps({"data": result.data})
+        _SHARED_BODIES[key] = (root, self.operation, body)
+        while len(_SHARED_BODIES) > SHARED_RESULTS_SIZE:
+            _SHARED_BODIES.popitem(last=False)
+        return body
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         """Execute once per (event, document, variables) when the event's root says its
@@ -178,7 +225,62 @@ SHARED_RESULTS_SIZE = 512
 _SHARED_RESULTS: OrderedDict[tuple[int, int, str], tuple[Any, Any, Any]] = OrderedDict()
 
 
+#: The `{"data": …}` JSON of recent shared results, keyed as `_SHARED_RESULTS`.
+_SHARED_BODIES: OrderedDict[tuple[int, int, str], tuple[Any, Any, str]] = OrderedDict()
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # what orjson refuses (an integer past 64 bits): the standard library
+        return json.dumps(value)
+
+
+class LiveOperation:
+    """One graphql-transport-ws subscription operation whose `next` frames the node may
+    send itself (issue 18, fan-out that encodes once).
+
+    The websocket handler puts one in `LIVE_OPERATION` in the operation's task; the
+    subscription's executor registers itself on it. A resolver whose events are
+    `shared_frame` roots (`BusEvent`) then calls `send(root)`: the selection's JSON is
+    looked up (or executed once) for the (event, document, variables) and written to the
+    socket behind the operation's `{"id":…,"type":"next","payload":` prefix — without
+    Strawberry's per-event result handling, graphql-core's per-event executor copy and a
+    JSON encoding per subscriber. Who may receive the event is decided by the resolver
+    before it calls `send`, exactly as before. `send` answers False when it can't (no
+    executor, a root that isn't shareable, a result with errors): the resolver then yields
+    the root the usual way, so errors are still masked and coded by Strawberry.
+    """
+
+    __slots__ = ("executor", "prefix", "send_text")
+
+    def __init__(self, operation_id: str, send_text: Callable[[str], Awaitable[None]]) -> None:
+        self.executor: PerEventExecutionContext | None = None
+        self.prefix = f'{{"id":{_dumps(operation_id)},"type":"next","payload":'
+        self.send_text = send_text
+
+    async def send(self, root: Any) -> bool:
+        """Send `root`'s frame; False when it must go through Strawberry instead."""
+        executor = self.executor
+        if executor is None:
+            return False
+        body = executor.shared_body(root)
+        if body is None:
+            body = await executor.compute_shared_body(root)
+            if body is None:
+                return False
+        await self.send_text(self.prefix + body + "}")
+        return True
+
+
+#: The live operation of the current task (set by the websocket handler per operation).
+LIVE_OPERATION: ContextVar[LiveOperation | None] = ContextVar(
+    "stateward_live_operation", default=None
+)
+
+
 def _variables_key(values: Any) -> str:
+    values = getattr(values, "coerced", values)  # graphql-core's VariableValues
     try:
         return json.dumps(values, sort_keys=True, separators=(",", ":"), default=repr)
     except (TypeError, ValueError):

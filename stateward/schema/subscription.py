@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
 
 from stateward.resolvers import batches, streams
+from stateward.schema.base import LIVE_OPERATION
 from stateward.schema.inputs import EventFilter
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.bus import BusEvent
@@ -24,7 +26,7 @@ class Subscription:
     ) -> AsyncGenerator[BusEvent]:
         f = filter or EventFilter()
         where = streams.make_filter(f.types, f.namespace, f.workflow, f.instance, f.team)
-        async for payload in streams.events(info, where, after):
+        async for payload in streams.events(info, where, after, _direct()):
             yield BusEvent.shared(payload)
 
     @strawberry.subscription(description="The instance after each of its events.")
@@ -34,7 +36,7 @@ class Subscription:
 
     @strawberry.subscription(description="Assignment and SLA events of one team's queue.")
     async def assignment_queue(self, info: Info, team: str) -> AsyncGenerator[BusEvent]:
-        async for payload in streams.assignment_queue(info, team):
+        async for payload in streams.assignment_queue(info, team, _direct()):
             yield BusEvent.shared(payload)
 
     @strawberry.subscription(
@@ -45,3 +47,18 @@ class Subscription:
     ) -> AsyncGenerator[BatchOperation]:
         async for batch in batches.watch(info, id):
             yield BatchOperation.from_record(batch)
+
+
+def _direct() -> Callable[[Mapping[str, Any]], Awaitable[bool]] | None:
+    """How a live payload this subscriber may receive is sent without Strawberry's
+    per-event path: its `BusEvent`'s frame, encoded once for every subscriber with the
+    same document and variables (`schema.base.LiveOperation`); None outside a websocket
+    operation."""
+    live = LIVE_OPERATION.get()
+    if live is None:
+        return None
+
+    async def send(payload: Mapping[str, Any]) -> bool:
+        return await live.send(BusEvent.shared(payload))
+
+    return send

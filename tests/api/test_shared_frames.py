@@ -12,7 +12,7 @@ from graph_stack import Api
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from tenant_world import ACT, Socket, serve, subscribed, world
 
-from stateward.http import graphql_view
+from stateward.schema import base
 
 QUERY = 'subscription{events(filter:{types:["workflow.updated"]}){type namespace instanceId}}'
 
@@ -47,14 +47,14 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
 
     monkeypatch.setattr(StrawberryGraphQLCoreExecutionContext, "execute_operation", counted)
     encoded = 0
-    dumps = graphql_view._dumps
+    dumps = base._dumps
 
     def counted_dumps(value: Any) -> str:
         nonlocal encoded
         encoded += isinstance(value, dict)
         return dumps(value)
 
-    monkeypatch.setattr(graphql_view, "_dumps", counted_dumps)
+    monkeypatch.setattr(base, "_dumps", counted_dumps)
     socks = {
         name: await Socket.open(ws_url, token)
         for name, token in (
@@ -86,7 +86,7 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
     assert admin1 == admin2  # the same frames, in the same order
     assert [f for f in admin1 if f["data"]["events"]["namespace"] == "acme/sales"] == acme
     assert runs == 3  # one execution per event, shared by every subscriber allowed to see it
-    assert encoded == 3  # and one serialisation of its payload
+    assert encoded == 3  # and one serialisation of its payload (`LiveOperation`)
 
 
 async def test_different_documents_are_executed_apart(api: Api, ws_url: str) -> None:
