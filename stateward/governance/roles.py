@@ -8,6 +8,7 @@ events by the runtime; this module only reads them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,8 +25,10 @@ class Grant:
     role: str
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_scopes(namespace: str) -> tuple[str, ...]:
-    """`system` then every prefix of `namespace`: `a/b/c` -> (system, a, a/b, a/b/c)."""
+    """`system` then every prefix of `namespace`: `a/b/c` -> (system, a, a/b, a/b/c).
+    Cached: every live delivery checks the subscriber's roles in the event's namespace."""
     segments = [s for s in namespace.strip("/").split("/") if s]
     prefixes = ["/".join(segments[: i + 1]) for i in range(len(segments))]
     return (SYSTEM_NAMESPACE, *(p for p in prefixes if p != SYSTEM_NAMESPACE))

@@ -68,7 +68,7 @@ class Viewer:
 
     def roles_in(self, namespace: str) -> frozenset[str]:
         """Lower-case roles in `namespace` (grants of `system` and of every prefix)."""
-        scopes = set(namespace_scopes(namespace))
+        scopes = namespace_scopes(namespace)
         return frozenset(g.role.lower() for g in self.grants if g.namespace in scopes)
 
     def can_read(self, namespace: str | None) -> bool:
