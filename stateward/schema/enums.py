@@ -209,7 +209,8 @@ class PublicViewStatus(Enum):
         "stale", description="In a public step, idle longer than `staleAfter`; acting resumes it."
     )
     PROCESSING = strawberry.enum_value(
-        "processing", description="Live in a team or system step (or stopped there on an "
+        "processing",
+        description="Live in a team or system step (or stopped there on an "
         "error): the view is frozen at the last public step.",
     )
     COMPLETED = strawberry.enum_value("completed", description="Finished.")
