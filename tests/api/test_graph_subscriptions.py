@@ -182,6 +182,39 @@ async def test_a_team_member_watches_its_assignment_queue(api: Api, ws_url: str)
         await sock.close()
 
 
+async def test_the_assignment_queue_sends_each_change_once(api: Api, ws_url: str) -> None:
+    """Issue 16 (live lists): one message per change, in order, none repeated: opened,
+    claimed, then completed - never the opening twice."""
+    await api.ok("mutation($d:JSON!){addWorkflow(definition:$d){id}}", {"d": loan()})
+    inst = (await api.ok(START))["startInstance"]
+    _, analyst = await api.user("acme", "analyst")
+    sock = await Socket.open(ws_url, analyst)
+    try:
+        await sock.subscribe(
+            'subscription{assignmentQueue(team:"analyst"){cursor type assignmentId}}', {}
+        )
+        await _subscribed(api, 1)
+        await api.ok(SUBMIT, {"i": inst["id"]})
+        opened = (await sock.next())["assignmentQueue"]
+        claim = "mutation($a:ID!){claimAssignment(id:$a){status}}"
+        await api.ok(claim, {"a": opened["assignmentId"]}, token=analyst)
+        claimed = (await sock.next())["assignmentQueue"]
+        await api.ok('mutation($a:ID!){completeAssignment(id:$a,action:"note",'
+                     'input:{text:"ok"}){status}}', {"a": opened["assignmentId"]},
+                     token=analyst)  # fmt: skip
+        done = (await sock.next())["assignmentQueue"]
+        seen = [opened, claimed, done]
+        assert [e["type"] for e in seen] == [
+            "workflow.assigned", "workflow.claimed", "workflow.assignment.completed",
+        ]  # fmt: skip
+        cursors = [int(e["cursor"]) for e in seen]
+        assert cursors == sorted(set(cursors))
+        with pytest.raises(TimeoutError):  # nothing more: no message was sent twice
+            await sock.next(timeout=0.5)
+    finally:
+        await sock.close()
+
+
 async def test_an_outsider_cannot_watch_a_team_queue(api: Api, ws_url: str) -> None:
     _, clerk = await api.user("acme", "clerk")
     sock = await Socket.open(ws_url, clerk)
