@@ -273,6 +273,8 @@ class DeliveryRecord:
     created_at: datetime
     last_error: str | None = None
     delivered_at: datetime | None = None
+    #: The instance whose event queued it (None: queued before revision 0015).
+    process_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -414,6 +416,8 @@ class IncidentRecord:
     resolved_at: datetime | None = None
     resolved_seq: int | None = None
     resolution: str | None = None
+    #: The webhook delivery of a WEBHOOK_EXHAUSTED incident (None for every other kind).
+    delivery_id: int | None = None
 
     @property
     def resolved(self) -> bool:

@@ -2,12 +2,12 @@
 
 The engine's one public module. `apply` dispatches a logged event by its action name:
 kernel operations (`$start`, `$cancel`, `$automate`, `$complete`, `$timer`, `$message`,
-`$advance`, `$stale`, `$hook_write`, and the row-only `$claim`, `$unclaim`,
-`$assignment_cancel`, `$entry_token`, `$sla`) and business actions (their own names,
-including generated branch actions `<state>#<n>` that an `advance` resolved to). It is
-what the runtime calls for every event and what `stateward verify` replays: same
-snapshot + same event = same outcome. A `DomainError` means the event is rejected and
-nothing changed.
+`$advance`, `$stale`, `$hook_write`, `$retry`, `$resolve`, and the row-only `$claim`,
+`$unclaim`, `$assignment_cancel`, `$entry_token`, `$sla`, `$webhook`) and business
+actions (their own names, including generated branch actions `<state>#<n>` that an
+`advance` resolved to). It is what the runtime calls for every event and what
+`stateward verify` replays: same snapshot + same event = same outcome. A `DomainError`
+means the event is rejected and nothing changed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,15 @@ from stateward.domain import events as ev
 from stateward.domain.autotransition import follow
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.domain.hookcalls import HOOK_WRITE, hook_write
-from stateward.domain.incidents import RESOLVE, RETRY, resolve, retry
+from stateward.domain.incidents import (
+    RESOLVE,
+    RETRY,
+    WEBHOOK,
+    resolve,
+    retry,
+    timer_failed,
+    webhook,
+)
 from stateward.domain.joins import CHILD, child_done
 from stateward.domain.lifecycle import (
     AUTOMATE,
@@ -52,7 +60,7 @@ MIGRATE = "$migrate"
 KERNEL_OPS = frozenset(
     {START, CANCEL, AUTOMATE, ADVANCE, COMPLETE, TIMER, SLA, CLAIM, UNCLAIM}
     | {ASSIGNMENT_CANCEL, ENTRY_TOKEN, STALE_OP, CHILD, MESSAGE_OP, MIGRATE, HOOK_WRITE}
-    | {RETRY, RESOLVE}
+    | {RETRY, RESOLVE, WEBHOOK}
 )
 _ROW_ONLY_EVENTS = {
     CLAIM: ev.WORKFLOW_CLAIMED,
@@ -155,6 +163,8 @@ def _kernel(
         action = payload.get("action")
         if not isinstance(action, str):
             raise DomainError(INVALID_INPUT, "$timer needs an action", pointer="/action")
+        if "failed" in payload:  # issue 15: the runtime recorded the action's failure
+            return timer_failed(process, payload)
         timer_input = payload.get("input") or {}
         return perform(
             definition, process, action, timer_input, actor, ts, eid, authorize=authorize
@@ -167,9 +177,11 @@ def _kernel(
     if name == COMPLETE:
         return _complete(process, event, definition, authorize)
     if name == RETRY:  # issue 15: an operator re-runs the failed hook
-        return retry(definition, process, payload)
+        return retry(definition, process, payload, actor, ts, eid)
     if name == RESOLVE:  # issue 15: an operator cancels or performs an action instead
         return resolve(definition, process, payload, actor, ts, eid)
+    if name == WEBHOOK:  # issue 15: a webhook delivery's end (row-only)
+        return webhook(process, payload)
     if name == STALE_OP:
         return mark_stale(process)
     if name == HOOK_WRITE:

@@ -42,15 +42,35 @@ class IncidentRepository(Repository):
         return None if row is None else to_record(IncidentRecord, row)
 
     async def open_for(self, process_id: str) -> IncidentRecord | None:
-        """The process's open incident, if any (at most one is open at a time)."""
+        """The process's open incident about its status, if any (at most one is open at a
+        time; webhook incidents, about a delivery, are not among them)."""
         stmt = (
             select(T)
-            .where(T.c.process_id == process_id, T.c.resolved_at.is_(None))
+            .where(
+                T.c.process_id == process_id,
+                T.c.resolved_at.is_(None),
+                T.c.delivery_id.is_(None),
+            )
             .order_by(T.c.created_at.desc())
             .limit(1)
         )
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else to_record(IncidentRecord, row)
+
+    async def open_for_delivery(self, delivery_id: int) -> IncidentRecord | None:
+        """The open incident of a webhook delivery, if any."""
+        stmt = select(T).where(T.c.delivery_id == delivery_id, T.c.resolved_at.is_(None)).limit(1)
+        row = (await self.session.execute(stmt)).one_or_none()
+        return None if row is None else to_record(IncidentRecord, row)
+
+    async def deliveries_with_open_incidents(self, delivery_ids: Sequence[int]) -> set[int]:
+        """Which of `delivery_ids` have an open incident (their success must resolve it)."""
+        if not delivery_ids:
+            return set()
+        stmt = select(T.c.delivery_id).where(
+            T.c.delivery_id.in_(list(delivery_ids)), T.c.resolved_at.is_(None)
+        )
+        return {int(d) for (d,) in await self.session.execute(stmt)}
 
     async def recount(self, incident_id: str, message: str, state: str, runs: int = 1) -> None:
         """`runs` more failed attempts of an open incident (after a `$retry`)."""

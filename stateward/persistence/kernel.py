@@ -37,7 +37,7 @@ from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import LIVE
 from stateward.persistence.models_ops import Assignment, Notification, Schedule, WebhookDelivery
 from stateward.persistence.processes import P
-from stateward.persistence.schedules import FIRED, NOT_APPLICABLE, PENDING
+from stateward.persistence.schedules import FAILED, FIRED, NOT_APPLICABLE, PENDING
 from stateward.persistence.types import UTCDateTime
 from stateward.records import (
     AssignmentRecord,
@@ -224,9 +224,10 @@ class KernelRepository(Repository):
     async def close_schedule(
         self, schedule_id: int, status: str, now: datetime, node: str, detail: str | None = None
     ) -> bool:
-        """pending -> `status` (fired | not_applicable), conditionally: True = this call won."""
-        if status not in (FIRED, NOT_APPLICABLE):
-            raise ValueError(f"a timer closes as fired or not_applicable, not {status!r}")
+        """pending -> `status` (fired | failed | not_applicable), conditionally: True = this
+        call won."""
+        if status not in (FIRED, FAILED, NOT_APPLICABLE):
+            raise ValueError(f"a timer closes as fired, failed or not_applicable, not {status!r}")
         stmt = (
             update(S)
             .where(S.c.id == schedule_id, S.c.status == PENDING)

@@ -4,14 +4,16 @@ An incident is a read model kept by the core write path inside the event's trans
 the event that puts an instance in status `error` opens one (or, while one is open after a
 `$retry`, counts one more attempt on it); the event that takes the instance out of `error`
 for good (a successful retry, a resolving action, a cancel) resolves it. Its id is derived
-from the opening event, so a restore or replay gives the same id.
+from the opening event, so a restore or replay gives the same id. A WEBHOOK_EXHAUSTED
+incident is about one webhook delivery (`delivery_id`) and follows that delivery, never the
+instance's status.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from stateward.persistence.models import Base
@@ -37,9 +39,12 @@ class Incident(Base):
     resolved_seq: Mapped[int | None] = mapped_column(Integer)
     #: How it ended: `retried`, `action:<name>` or `cancelled` (None while open).
     resolution: Mapped[str | None] = mapped_column(String(300))
+    #: The webhook delivery of a WEBHOOK_EXHAUSTED incident (its subject; None otherwise).
+    delivery_id: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (
         Index("ix_incidents_namespace_created_at_id", "namespace", "created_at", "id"),
         Index("ix_incidents_created_at_id", "created_at", "id"),
         Index("ix_incidents_process_id_resolved_at", "process_id", "resolved_at"),
+        Index("ix_incidents_delivery_id", "delivery_id"),
     )

@@ -129,7 +129,7 @@ class Schedule(Base):
     action: Mapped[str] = mapped_column(String(255))
     key: Mapped[str | None] = mapped_column(String(255))
     due_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    status: Mapped[str] = mapped_column(String(16))  # pending|fired|cancelled|not_applicable
+    status: Mapped[str] = mapped_column(String(16))  # pending|fired|failed|cancelled|not_applicable
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     created_seq: Mapped[int | None] = mapped_column(Integer)
     fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -188,6 +188,8 @@ class WebhookDelivery(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: The instance whose event queued it (its exhaustion is an incident of that instance).
+    process_id: Mapped[str | None] = mapped_column(String(255))
 
     __table_args__ = (
         Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),

@@ -118,9 +118,16 @@ class WebhookRepository(Repository):
         return None if row is None else to_record(WebhookRecord, row)
 
     async def enqueue(
-        self, namespace: str, url: str, event_type: str, body: str, now: datetime
+        self,
+        namespace: str,
+        url: str,
+        event_type: str,
+        body: str,
+        now: datetime,
+        *,
+        process_id: str | None = None,
     ) -> DeliveryRecord:
-        """Queue a delivery, due now."""
+        """Queue a delivery, due now (`process_id`: the instance whose event queued it)."""
         stmt = (
             insert(D)
             .values(
@@ -132,6 +139,7 @@ class WebhookRepository(Repository):
                 attempts=0,
                 next_attempt_at=now,
                 created_at=now,
+                process_id=process_id,
             )
             .returning(*D.c)
         )
@@ -174,6 +182,16 @@ class WebhookRepository(Repository):
         else:
             values["next_attempt_at"] = retry_at
         await self.session.execute(update(D).where(D.c.id == delivery_id).values(**values))
+
+    async def requeue(self, delivery_id: int, now: datetime) -> bool:
+        """A failed delivery again, due now with no attempt made (an operator's retry of its
+        incident); True when it was failed."""
+        stmt = (
+            update(D)
+            .where(D.c.id == delivery_id, D.c.status == FAILED)
+            .values(status=PENDING, attempts=0, next_attempt_at=now)
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
     async def delivery(self, delivery_id: int) -> DeliveryRecord | None:
         """One delivery by id, or None."""

@@ -16,6 +16,8 @@ PENDING = "pending"
 FIRED = "fired"
 CANCELLED = "cancelled"
 NOT_APPLICABLE = "not_applicable"
+#: The timer's action failed: recorded by a `$timer {failed}` event (an incident, issue 15).
+FAILED = "failed"
 
 
 def _record(row: Any) -> ScheduleRecord:

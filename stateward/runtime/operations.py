@@ -18,7 +18,7 @@ from stateward.runtime.messages import correlate
 from stateward.runtime.operate import incidents, migration
 from stateward.runtime.public import entry
 from stateward.runtime.queues import assignments
-from stateward.runtime.sweeps import scheduler, sla, staleness
+from stateward.runtime.sweeps import scheduler, sla, staleness, webhooks
 
 #: Every kernel operation of a feature package, by its reserved `$` name.
 OPERATIONS: dict[str, KernelOp] = {
@@ -37,6 +37,7 @@ OPERATIONS: dict[str, KernelOp] = {
     incidents.RETRY: incidents.op_retry,  # issue 15: an operator re-runs a failed hook
     incidents.RESOLVE: incidents.op_resolve,  # issue 15: cancel or an action instead
     calls.HOOK_WRITE: calls.op_hook_write,  # issue 13: a parent's hook wrote this child
+    webhooks.WEBHOOK: webhooks.op_webhook,  # issue 15: a delivery exhausted (or recovered)
 }
 
 

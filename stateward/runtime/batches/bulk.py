@@ -59,7 +59,7 @@ from stateward.runtime.core import queries
 from stateward.runtime.core.act import act
 from stateward.runtime.core.kernel import CANCEL
 from stateward.runtime.core.services import Runtime
-from stateward.runtime.operate.incidents import RETRY
+from stateward.runtime.operate.incidents import RETRY, retry_input
 from stateward.runtime.operate.migration import migration_input
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,10 @@ def _migrate(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str,
 
 
 def _retry(batch: BatchRecord, process: ProcessRecord) -> tuple[str, dict[str, Any]]:
-    """The `$retry` event retryIncident builds, without the incident and module it reads
-    (a builder reads no rows): the state's hook runs again with the module deployed when
-    the item is processed, and its `$automate` records that module. An instance that is
-    not in `error` fails the item with INACTIVE_PROCESS."""
+    """A bare `$retry` (the row-free builder); `_build` replaces it with the input
+    retryIncident builds (`retry_input`: the incident, the hook and the module deployed
+    when the item is processed, or the failed timer). An instance that is not in `error`
+    fails the item with INACTIVE_PROCESS."""
     return RETRY, {}
 
 
@@ -267,8 +267,19 @@ async def cancel(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
     return found
 
 
-def _signed(runtime: Runtime, batch: BatchRecord, process: ProcessRecord) -> SignedEnvelope:
-    name, input = BUILDERS[batch.kind](batch, process)
+async def _build(
+    runtime: Runtime, batch: BatchRecord, process: ProcessRecord
+) -> tuple[str, dict[str, Any]]:
+    """The item's event: the kind's builder; for `retry`, what retryIncident records (the
+    instance's open incident and the module its hook runs with now, issue 15)."""
+    if batch.kind == "retry":
+        async with runtime.uow(readonly=True) as uow:
+            return RETRY, await retry_input(runtime, uow, process, None)
+    return BUILDERS[batch.kind](batch, process)
+
+
+async def _signed(runtime: Runtime, batch: BatchRecord, process: ProcessRecord) -> SignedEnvelope:
+    name, input = await _build(runtime, batch, process)
     envelope = build_envelope(
         runtime.net, process.id, name, process.workflow, input, SYSTEM_ACTOR,
         runtime.clock.now(), nonce_of(batch.id, process.id),
@@ -286,7 +297,7 @@ async def _apply(
     if process is None:
         return FAILED, NOT_FOUND, "the instance does not exist"
     try:
-        await act(runtime, _signed(runtime, batch, process), attested=True)
+        await act(runtime, await _signed(runtime, batch, process), attested=True)
     except DomainError as error:
         if error.code == REPLAYED:  # an earlier attempt of this batch wrote it
             return SUCCEEDED, None, None

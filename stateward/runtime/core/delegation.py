@@ -165,7 +165,9 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> str
     if hook is not None and token is not None:
         scope, url = hook
         body = canonical_bytes(context(ctx, record, task, token)).decode("utf-8")
-        await ctx.uow.webhooks.enqueue(scope, url, ev.WORKFLOW_DELEGATED, body, ctx.now)
+        await ctx.uow.webhooks.enqueue(
+            scope, url, ev.WORKFLOW_DELEGATED, body, ctx.now, process_id=record.id
+        )
     ctx.payload_overrides[ev.WORKFLOW_DELEGATED] = {
         ev.F_DETAILS: {ev.D_SURFACE: state.surface, ev.D_TASK: opened}
     }

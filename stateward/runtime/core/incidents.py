@@ -13,6 +13,13 @@ exists: the incident rows follow the events exactly, whoever wrote them (a hook'
   `incident.resolved`: the re-run's `$automate` that advanced (`retried`), a `$resolve`
   (`action:<name>` or `cancelled`), a `$cancel` (`cancelled`). Events that change only
   rows on an errored instance (an SLA mark) leave the incident as it is.
+- A `$retry {timer}` performs the failed timer's action in the event itself: a success
+  resolves the incident (`retried`), a new failure counts one more attempt.
+- Webhook incidents (WEBHOOK_EXHAUSTED) are tied to their delivery, not to the status:
+  a `$webhook {delivery, outcome: exhausted}` opens one (or, after a `$retry {delivery}`,
+  counts the new attempts on it), `$webhook {outcome: delivered}` resolves it
+  (`delivered`), `$resolve {delivery, action: $cancel}` resolves it (`cancelled`). The
+  instance's own events never touch them (and they never block it).
 """
 
 from __future__ import annotations
@@ -21,7 +28,15 @@ import uuid
 from typing import Any
 
 from stateward.domain import events as ev
-from stateward.domain.incidents import MAX_MESSAGE, RESOLVE, RETRY, error_reason, kind_of
+from stateward.domain.incidents import (
+    MAX_MESSAGE,
+    RESOLVE,
+    RETRY,
+    WEBHOOK,
+    WEBHOOK_EXHAUSTED,
+    error_reason,
+    kind_of,
+)
 from stateward.domain.model import CANCELLED, ERROR, DomainEvent, Outcome
 from stateward.records import IncidentRecord, ProcessRecord
 from stateward.runtime.core.kernel import ActContext
@@ -41,6 +56,14 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
     old = ctx.process
     name = ctx.envelope.action.name
     repo = ctx.uow.incidents
+    if name in (WEBHOOK, RETRY, RESOLVE) and "delivery" in ctx.input:
+        return await _track_delivery(ctx, name, record)
+    if name == RETRY and "timer" in ctx.input and outcome.status == ERROR:
+        open_one = await repo.open_for(record.id)  # the timer's action failed again
+        if open_one is not None:
+            reason = error_reason(outcome)[:MAX_MESSAGE] or open_one.message
+            await repo.recount(open_one.id, reason, record.state, 1)
+        return []
     entered_error = outcome.status == ERROR and (old is None or old.status != ERROR)
     if entered_error:
         reason = error_reason(outcome)[:MAX_MESSAGE] or "the instance is in error"
@@ -64,7 +87,7 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
         )
         await repo.add(incident)
         return [_event(ev.INCIDENT_CREATED, incident, record, {})]
-    if old is None or outcome.status == ERROR or name == RETRY:
+    if old is None or outcome.status == ERROR or (name == RETRY and "timer" not in ctx.input):
         return []
     ends = old.status == ERROR or name == AUTOMATE or outcome.state_changed
     if not ends and outcome.status != CANCELLED:
@@ -83,9 +106,57 @@ def _resolution(name: str, input: Any, outcome: Outcome) -> str:
         return "cancelled"
     if name == RESOLVE:
         return f"action:{input.get('action')}"
-    if name == AUTOMATE:
+    if name in (AUTOMATE, RETRY):
         return "retried"
     return f"action:{outcome.action}"
+
+
+async def _track_delivery(ctx: ActContext, name: str, record: ProcessRecord) -> list[DomainEvent]:
+    """The webhook incident of `ctx.input["delivery"]` (see the module docstring)."""
+    repo = ctx.uow.incidents
+    delivery = int(ctx.input["delivery"])
+    open_one = await repo.open_for_delivery(delivery)
+    if name == RETRY:
+        return []
+    if name == WEBHOOK and ctx.input.get("outcome") == "exhausted":
+        runs = ctx.input.get("attempts")
+        runs = runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 1
+        reason = webhook_reason(ctx.input)
+        if open_one is not None:
+            await repo.recount(open_one.id, reason, record.state, runs)
+            return []
+        incident = IncidentRecord(
+            id=incident_id(ctx.identity),
+            process_id=record.id,
+            namespace=record.namespace,
+            workflow=record.workflow,
+            kind=WEBHOOK_EXHAUSTED,
+            state=record.state,
+            message=reason,
+            attempts=runs,
+            opened_seq=record.seq,
+            created_at=ctx.now,
+            delivery_id=delivery,
+        )
+        await repo.add(incident)
+        return [_event(ev.INCIDENT_CREATED, incident, record, {"delivery": delivery})]
+    if open_one is None:
+        return []
+    resolution = "delivered" if name == WEBHOOK else "cancelled"
+    await repo.resolve(open_one.id, ctx.now, record.seq, resolution)
+    extra = {"resolution": resolution, "delivery": delivery}
+    return [_event(ev.INCIDENT_RESOLVED, open_one, record, extra)]
+
+
+def webhook_reason(input: Any) -> str:
+    """The message of a webhook incident: which event, how often, the last error."""
+    event = input.get("event") or "webhook"
+    error = input.get("error") or "failed"
+    attempts = input.get("attempts")
+    return (
+        f"webhook delivery {input.get('delivery')} ({event}) failed after {attempts} "
+        f"attempts: {error}"
+    )[:MAX_MESSAGE]
 
 
 def _event(

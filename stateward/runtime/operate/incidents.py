@@ -13,6 +13,14 @@ caller), so `verify` replays it:
 - `resolve_incident(id, action, input)`: a `$resolve` event that cancels (`$cancel`) or
   performs the operator's business action instead.
 
+By kind: a TIMER_FAILED incident's retry is `$retry {incident, timer: {schedule, action,
+key?}}` (the timer of the failing `$timer` event), performed in that event: success moves
+the instance on and resolves it, a new failure counts an attempt. A WEBHOOK_EXHAUSTED
+incident's retry is `$retry {incident, delivery}`: its transaction re-queues the delivery
+(attempts 0, due now), and the delivery's success resolves the incident; its resolve is
+`$cancel` only (the delivery is given up, the instance is untouched). `bulkRetry` builds
+the same input per instance (`retry_input`), so its events record the module too.
+
 Who: `admin` or `operator` in the instance's namespace (`roles.py`), checked inside the
 operation (a client-signed event is held to the same rule). An incident whose instance
 the caller may not read is NOT_FOUND, never FORBIDDEN: other tenants' incidents do not
@@ -27,9 +35,22 @@ from datetime import datetime
 from typing import Any
 
 from stateward.domain.access import ADMIN_ROLE, holds_operation_role, may_read
-from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.errors import (
+    CONFLICT,
+    INACTIVE_PROCESS,
+    INVALID_INPUT,
+    NOT_FOUND,
+    DomainError,
+)
 from stateward.domain.hookrouting import waiting_hooks
-from stateward.domain.incidents import CANCEL_ACTION, KINDS, RESOLVE, RETRY, retry_hook
+from stateward.domain.incidents import (
+    CANCEL_ACTION,
+    KINDS,
+    RESOLVE,
+    RETRY,
+    TIMER_FAILED,
+    retry_hook,
+)
 from stateward.domain.model import ERROR, Outcome, ProcessSnapshot
 from stateward.persistence import UnitOfWork
 from stateward.persistence.incidents import IncidentQuery
@@ -53,10 +74,11 @@ __all__ = [
     "op_retry",
     "resolve_incident",
     "retry_incident",
+    "retry_input",
 ]
 
-_RETRY_KEYS = frozenset({"incident", "hook", "module"})
-_RESOLVE_KEYS = frozenset({"incident", "action", "input", "reason"})
+_RETRY_KEYS = frozenset({"incident", "hook", "module", "timer", "delivery"})
+_RESOLVE_KEYS = frozenset({"incident", "action", "input", "reason", "delivery"})
 #: The most incidents one page returns.
 MAX_PAGE = 500
 
@@ -82,7 +104,11 @@ async def _check_incident(ctx: ActContext, process: ProcessRecord) -> None:
     named = ctx.input.get("incident")
     if named is None:
         return
-    current = await ctx.uow.incidents.open_for(process.id)
+    delivery = ctx.input.get("delivery")
+    if isinstance(delivery, int) and not isinstance(delivery, bool):
+        current = await ctx.uow.incidents.open_for_delivery(delivery)
+    else:
+        current = await ctx.uow.incidents.open_for(process.id)
     if not isinstance(named, str) or current is None or current.id != named:
         raise DomainError(
             CONFLICT, f"incident {named!r} is not the open incident of {process.id}",
@@ -116,6 +142,10 @@ async def op_retry(ctx: ActContext) -> Outcome:
     process = require_instance(ctx)
     _check_keys(ctx.input, _RETRY_KEYS, RETRY)
     await _check_incident(ctx, process)
+    if "delivery" in ctx.input:
+        outcome = apply_engine(ctx)  # checks the delivery id
+        await _requeue(ctx, process, ctx.input["delivery"])
+        return outcome
     module = ctx.input.get("module")
     if module is not None:
         if not isinstance(module, Mapping):
@@ -135,7 +165,25 @@ async def op_resolve(ctx: ActContext) -> Outcome:
     _check_keys(ctx.input, _RESOLVE_KEYS, RESOLVE)
     await _check_incident(ctx, process)
     outcome = apply_engine(ctx)
+    if "delivery" in ctx.input:
+        await _own_delivery(ctx, process, ctx.input["delivery"])
     return outcome
+
+
+async def _own_delivery(ctx: ActContext, process: ProcessRecord, delivery_id: int) -> None:
+    """NOT_FOUND unless the delivery was queued by this instance."""
+    delivery = await ctx.uow.webhooks.delivery(delivery_id)
+    if delivery is None or delivery.process_id != process.id:
+        raise DomainError(NOT_FOUND, f"webhook delivery {delivery_id} of {process.id} "
+                          "does not exist", pointer="/delivery")  # fmt: skip
+
+
+async def _requeue(ctx: ActContext, process: ProcessRecord, delivery_id: int) -> None:
+    """The failed delivery again: attempts 0, due now (CONFLICT unless it is failed)."""
+    await _own_delivery(ctx, process, delivery_id)
+    if not await ctx.uow.webhooks.requeue(delivery_id, ctx.now):
+        raise DomainError(CONFLICT, f"webhook delivery {delivery_id} is not failed: a retry "
+                          "is under way", pointer="/delivery")  # fmt: skip
 
 
 async def _visible(
@@ -158,7 +206,7 @@ async def _visible(
     require_operator(who, "an incident")
     if incident.resolved:
         raise DomainError(CONFLICT, f"incident {incident_id} is already resolved")
-    if process.status != ERROR:
+    if incident.delivery_id is None and process.status != ERROR:
         raise DomainError(
             CONFLICT, f"instance {process.id} is {process.status}: a retry is under way"
         )
@@ -169,14 +217,48 @@ async def retry_incident(runtime: Runtime, actor: str, incident_id: str) -> ActR
     """Retry an open incident as `actor` (see the module docstring)."""
     async with runtime.uow(readonly=True) as uow:
         incident, process = await _visible(runtime, uow, actor, incident_id)
-        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
-        hook = _failed_hook(definition, process.snapshot(), await _last_input(uow, process))
-        input: dict[str, Any] = {"incident": incident.id, "hook": hook}
-        module = await current_module(uow, process, hook)
-        if module is not None:
-            input["module"] = module
+        input = await retry_input(runtime, uow, process, incident)
     signed = attest(runtime, actor, process.id, RETRY, process.workflow, input)
     return await act(runtime, signed, attested=True)
+
+
+async def retry_input(
+    runtime: Runtime, uow: UnitOfWork, process: ProcessRecord, incident: IncidentRecord | None
+) -> dict[str, Any]:
+    """The `$retry` input for `incident` (else the instance's open incident, when it has
+    one): the delivery of a webhook incident, the timer of a TIMER_FAILED one, else the
+    hook to re-run with the module deployed NOW (see the module docstring). An instance
+    not in `error` without a webhook incident is INACTIVE_PROCESS."""
+    if incident is None and process.status == ERROR:
+        incident = await uow.incidents.open_for(process.id)
+    if incident is not None and incident.delivery_id is not None:
+        return {"incident": incident.id, "delivery": incident.delivery_id}
+    if process.status != ERROR:
+        raise DomainError(INACTIVE_PROCESS, f"process {process.id} is {process.status}, "
+                          "not in error")  # fmt: skip
+    input: dict[str, Any] = {} if incident is None else {"incident": incident.id}
+    if incident is not None and incident.kind == TIMER_FAILED:
+        timer = await _failed_timer(uow, process, incident)
+        if timer is not None:
+            return {**input, "timer": timer}
+    definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+    hook = _failed_hook(definition, process.snapshot(), await _last_input(uow, process))
+    input["hook"] = hook
+    module = await current_module(uow, process, hook)
+    if module is not None:
+        input["module"] = module
+    return input
+
+
+async def _failed_timer(
+    uow: UnitOfWork, process: ProcessRecord, incident: IncidentRecord
+) -> dict[str, Any] | None:
+    """The timer whose failure opened `incident` (from its `$timer {failed}` event)."""
+    opened = await uow.events.get(process.id, incident.opened_seq)
+    given = opened.input if opened is not None and isinstance(opened.input, dict) else {}
+    if "failed" not in given or not isinstance(given.get("action"), str):
+        return None
+    return {k: given[k] for k in ("schedule", "action", "key", "input") if k in given}
 
 
 async def resolve_incident(
@@ -193,6 +275,8 @@ async def resolve_incident(
     async with runtime.uow(readonly=True) as uow:
         incident, process = await _visible(runtime, uow, actor, incident_id)
     body: dict[str, Any] = {"incident": incident.id, "action": action}
+    if incident.delivery_id is not None:
+        body["delivery"] = incident.delivery_id
     if input:
         if action == CANCEL_ACTION:
             raise DomainError(INVALID_INPUT, "$cancel takes no input", pointer="/input")

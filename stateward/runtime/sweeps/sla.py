@@ -169,7 +169,7 @@ async def _on_breach(
         await notify(ctx.uow, recipient, process.namespace, ev.SLA_BREACHED, body, ctx.now,
                      process.id)  # fmt: skip
     await enqueue(ctx.uow, process.namespace, ev.SLA_BREACHED, body, ctx.now,
-                  workflow=process.workflow)  # fmt: skip
+                  workflow=process.workflow, process_id=process.id)  # fmt: skip
 
 
 async def scan(runtime: Runtime, now: datetime | None = None, *, batch: int = BATCH) -> SlaReport:

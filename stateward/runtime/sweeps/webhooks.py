@@ -7,6 +7,15 @@ the same one meanwhile — POSTs the JSON body with
 `X-Stateward-Signature: sha256=<hex HMAC-SHA256(secret, body)>` and records the outcome:
 `delivered`, or another attempt after an exponential backoff, or `failed` after
 `MAX_ATTEMPTS`. Every attempt is visible (`attempts`, `last_error`, `status`).
+
+A delivery queued by an instance's event (`process_id`) that exhausts its retries is an
+incident of that instance (issue 15): its end is recorded by a row-only
+`$webhook {delivery, outcome: exhausted, event, attempts, error}` event through `act`,
+whose transaction marks the delivery failed and opens the WEBHOOK_EXHAUSTED incident.
+`retryIncident` re-queues it (`$retry {delivery}`: attempts 0, due now); when a delivery
+with an open incident succeeds, `$webhook {delivery, outcome: delivered}` marks it
+delivered and resolves the incident. Deliveries without an instance (queued before
+revision 0015) keep the plain `failed` row.
 """
 
 from __future__ import annotations
@@ -22,11 +31,21 @@ from typing import Any
 import httpx
 
 from stateward.domain.canonical import canonical_bytes
+from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.incidents import WEBHOOK
+from stateward.domain.model import Outcome
 from stateward.domain.registry import webhook_scope
 from stateward.persistence import UnitOfWork
 from stateward.persistence.access import namespace_scopes
+from stateward.persistence.notify import PENDING
 from stateward.records import DeliveryRecord
-from stateward.runtime.core.ops_support import kernel_repo
+from stateward.runtime.core.kernel import ActContext, apply_engine
+from stateward.runtime.core.ops_support import (
+    kernel_repo,
+    require_instance,
+    require_system,
+    system_act,
+)
 from stateward.runtime.core.services import Runtime
 
 log = logging.getLogger(__name__)
@@ -71,6 +90,7 @@ async def enqueue(
     now: datetime,
     *,
     workflow: str | None = None,
+    process_id: str | None = None,
 ) -> DeliveryRecord | None:
     """Queue a POST of `payload` to the webhook of `workflow` when it has its own (issue 13),
     else of `namespace` (or of the nearest namespace above it that has one); None when there
@@ -82,7 +102,9 @@ async def enqueue(
         hook = await uow.webhooks.get(scope)
         if hook is not None and hook.url:
             body = canonical_bytes(dict(payload)).decode("utf-8")
-            return await uow.webhooks.enqueue(scope, hook.url, event_type, body, now)
+            return await uow.webhooks.enqueue(
+                scope, hook.url, event_type, body, now, process_id=process_id
+            )
     return None
 
 
@@ -99,6 +121,9 @@ async def deliver_due(
     async with runtime.uow() as uow:
         due = await uow.webhooks.claim_due_deliveries(now, limit, now + timedelta(seconds=LEASE_S))
         secrets = {d.namespace: await _secret(uow, d.namespace) for d in due}
+        watched = await uow.incidents.deliveries_with_open_incidents([d.id for d in due])
+        owners = await uow.processes.processes_by_ids(d.process_id for d in due if d.process_id)
+        workflows = {pid: p.workflow for pid, p in owners.items()}
         await uow.commit()
     if not due:
         return []
@@ -109,11 +134,70 @@ async def deliver_due(
     finally:
         if own:
             await http.aclose()
+    events: list[tuple[DeliveryRecord, Attempt, str]] = []
     async with runtime.uow() as uow:
         for delivery, attempt in zip(due, attempts, strict=True):
+            workflow = workflows.get(delivery.process_id or "")
+            if workflow is not None and _is_incident_event(delivery, attempt, watched):
+                events.append((delivery, attempt, workflow))
+                continue
             await _record(uow, delivery, attempt, now)
         await uow.commit()
+    for delivery, attempt, workflow in events:
+        await _record_event(runtime, delivery, attempt, workflow, now)
     return attempts
+
+
+def _is_incident_event(delivery: DeliveryRecord, attempt: Attempt, watched: set[int]) -> bool:
+    """Whether this attempt ends the delivery in a way its instance records: exhausted,
+    or delivered while an incident is open for it."""
+    return delivery.id in watched if attempt.ok else delivery.attempts >= MAX_ATTEMPTS
+
+
+async def _record_event(
+    runtime: Runtime, delivery: DeliveryRecord, attempt: Attempt, workflow: str, now: datetime
+) -> None:
+    """Record the delivery's end with a `$webhook` event on its instance (its transaction
+    updates the delivery and the incident); the plain row update if that is refused."""
+    input: dict[str, Any] = {"delivery": delivery.id, "outcome": "delivered"}
+    if not attempt.ok:
+        error = (attempt.error or "failed")[:500]
+        input = {"delivery": delivery.id, "outcome": "exhausted", "event": delivery.event_type,
+                 "attempts": delivery.attempts, "error": error}  # fmt: skip
+    assert delivery.process_id is not None
+    try:
+        await system_act(runtime, delivery.process_id, workflow, WEBHOOK, input)
+        return
+    except DomainError as error:
+        log.warning("webhook delivery %s: %s not recorded on %s: %s", delivery.id,
+                    input["outcome"], delivery.process_id, error.message)  # fmt: skip
+    async with runtime.uow() as uow:
+        await _record(uow, delivery, attempt, now)
+        await uow.commit()
+
+
+async def op_webhook(ctx: ActContext) -> Outcome:
+    """`$webhook {delivery, outcome, event?, attempts?, error?}` (system): a delivery of
+    this instance exhausted its retries (marked failed) or, with an open incident, was
+    delivered (marked delivered), in this one event; the incident follows (core)."""
+    require_system(ctx)
+    process = require_instance(ctx)
+    delivery_id = ctx.input.get("delivery")
+    if isinstance(delivery_id, bool) or not isinstance(delivery_id, int):
+        raise DomainError(INVALID_INPUT, "delivery must be a delivery id", pointer="/delivery")
+    delivery = await ctx.uow.webhooks.delivery(delivery_id)
+    if delivery is None or delivery.process_id != process.id:
+        raise DomainError(NOT_FOUND, f"webhook delivery {delivery_id} of {process.id} "
+                          "does not exist")  # fmt: skip
+    outcome = apply_engine(ctx)
+    if delivery.status != PENDING:
+        raise DomainError(CONFLICT, f"webhook delivery {delivery_id} is {delivery.status}")
+    if ctx.input.get("outcome") == "delivered":
+        await ctx.uow.webhooks.mark_delivered(delivery_id, ctx.now)
+    else:
+        error = ctx.input.get("error")
+        await ctx.uow.webhooks.mark_failed(delivery_id, str(error or "failed"), None)
+    return outcome
 
 
 async def _secret(uow: UnitOfWork, namespace: str) -> str | None:
