@@ -17,8 +17,10 @@ from stateward.schema.types.node import Node
 
 
 @strawberry.type(
-    description="A failure that stopped an instance (status `error`), open until an "
-    "operator retries it successfully or resolves it (an action instead, or cancel)."
+    description="A failure that stopped an instance (status `error`: a hook, the cycle "
+    "guard, a timer whose action failed), or a webhook delivery of an instance that "
+    "exhausted its retries; open until an operator retries it successfully or resolves "
+    "it (an action instead, or cancel)."
 )
 class Incident(Node):
     id: strawberry.ID = strawberry.field(description="The Relay global id.")
@@ -35,9 +37,15 @@ class Incident(Node):
     created_at: datetime = strawberry.field(description="When the failure stopped it.")
     resolved_at: datetime | None = strawberry.field(description="When it was resolved.")
     resolution: str | None = strawberry.field(
-        description="How it ended: `retried`, `action:<name>` or `cancelled` (null while open)."
+        description="How it ended: `retried`, `action:<name>`, `cancelled` or (a webhook "
+        "incident) `delivered`; null while open."
     )
     resolved: bool = strawberry.field(description="True once resolved.")
+    delivery_id: int | None = strawberry.field(
+        default=None,
+        description="The webhook delivery of a `WEBHOOK_EXHAUSTED` incident (its id in "
+        "`webhookDeliveries`); null for every other kind.",
+    )
 
     @strawberry.field(description="The stopped instance (null if you may not read it).")
     async def instance(self, info: Info) -> Instance | None:
@@ -53,7 +61,7 @@ class Incident(Node):
             namespace=record.namespace, workflow_path=record.workflow, state=record.state,
             message=record.message, attempts=record.attempts, created_at=record.created_at,
             resolved_at=record.resolved_at, resolution=record.resolution,
-            resolved=record.resolved,
+            resolved=record.resolved, delivery_id=record.delivery_id,
         )  # fmt: skip
 
 
