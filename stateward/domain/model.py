@@ -92,11 +92,13 @@ CANCEL_TARGET = "$cancel"
 @dataclass(frozen=True)
 class TimeoutSpec:
     """A timer that belongs to a state (`timeout`) or to the instance (`idle_timeout`):
-    fire `action` after `seconds`, or after the number a `{"$ref"}` resolves to."""
+    fire `action` after `seconds`, after the number a `{"$ref"}` resolves to, or after the
+    number a value expression (`expression`, its text) gives on the data."""
 
     action: str
     seconds: float | None = None
     ref: Any = None
+    expression: str | None = None
 
 
 @dataclass(frozen=True)

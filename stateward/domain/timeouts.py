@@ -1,6 +1,7 @@
 """Timers that belong to a state or to the instance (DSL 2.1): `timeout`, `idle_timeout`.
 
-A state's `timeout: {"seconds": N | {"$ref": "<path>"}, "action": "<action>"}` is armed when
+A state's `timeout: {"seconds": N | {"$ref": "<path>"} | "<value expression>", "action":
+"<action>"}` is armed when
 the state is entered and cancelled when it is left (BPMN's boundary timer); the instance's
 `idle_timeout` (same shape) is re-armed by every event while the instance is live. Both
 are ordinary timers (`schedules` rows fired as `$timer` by the scheduler), keyed so that
@@ -10,6 +11,7 @@ them to any outcome, so every kind of event (business, kernel, automated) keeps 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,6 +29,7 @@ from stateward.domain.model import (
 )
 from stateward.domain.references import RefScope, parse_reference, read_reference
 from stateward.domain.timing import add_seconds
+from stateward.domain.value_expressions import NULL, NUMBER, compile_value
 
 IDLE_KEY = "$idle"
 TIMEOUT_KEYS = ("seconds", "action")
@@ -56,12 +59,18 @@ def parse_timeout(
         bad(f"timeout 'action' {action!r} is not an action of this workflow", f"{at}/action")
         action = None
     seconds: Any = raw.get("seconds")
+    if isinstance(seconds, str):
+        expression = _expression(seconds, f"{at}/seconds", found)
+        if expression is None or action is None:
+            return None
+        return TimeoutSpec(action=action, expression=expression)
     ref = parse_reference(seconds)
     number = json_kind(seconds) == "number"
     if not (ref is not None or (number and seconds > 0)):
         bad(
-            "timeout 'seconds' must be a number > 0 or a reference "
-            '{"$ref": "data.<path>"} to one',
+            "timeout 'seconds' must be a number > 0, a reference "
+            '{"$ref": "data.<path>"} to one, or a value expression giving seconds '
+            '(e.g. "days * 86400")',
             f"{at}/seconds",
         )
         return None
@@ -72,14 +81,42 @@ def parse_timeout(
     return TimeoutSpec(action=action, seconds=float(seconds))
 
 
+def _expression(text: str, at: str, found: list[Problem]) -> str | None:
+    """`seconds` as a value expression (the language of task fields: data paths,
+    arithmetic, CASE WHEN): its text, or None after adding its problem — INVALID_EXPRESSION
+    for text outside the grammar, INVALID_FIELD for one that can never give seconds."""
+    try:
+        compiled = compile_value(text)
+    except DomainError as exc:
+        found.append(Problem(errors.INVALID_EXPRESSION, f"timeout 'seconds': {exc.message}", at))
+        return None
+    problem = None
+    wrong = compiled.kinds - {NUMBER, NULL, "any"}
+    if wrong:
+        problem = f"can give a {' or '.join(sorted(wrong))}; it must give seconds"
+    elif compiled.kinds == {NULL}:
+        problem = "always gives NULL; it must give seconds"
+    elif compiled.constant:
+        value = compiled.evaluate({})
+        if not (json_kind(value) == "number" and value > 0):
+            problem = f"gives {value!r}; it must give a number of seconds > 0"
+    if problem is not None:
+        found.append(Problem(errors.INVALID_FIELD, f"timeout 'seconds' {text!r} {problem}", at))
+        return None
+    return text
+
+
 def _seconds(spec: TimeoutSpec, data: Mapping[str, Any]) -> float | None:
     if spec.seconds is not None:
         return spec.seconds
-    ref = parse_reference(spec.ref)
-    value = read_reference(ref[0], ref[1], {}, RefScope(data)) if ref is not None else None
+    if spec.expression is not None:
+        value = compile_value(spec.expression).evaluate(data)
+    else:
+        ref = parse_reference(spec.ref)
+        value = read_reference(ref[0], ref[1], {}, RefScope(data)) if ref is not None else None
     if value is None:
         return None  # nothing to wait for: no timer
-    if json_kind(value) != "number" or value < 0:
+    if json_kind(value) != "number" or not math.isfinite(value) or value < 0:
         raise DomainError(
             INVALID_INPUT, f"the timeout of {spec.action!r} resolves to {value!r}, not seconds"
         )

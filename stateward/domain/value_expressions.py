@@ -141,7 +141,7 @@ def _compile(text: str) -> ValueExpression:
         root = path.split(".", 1)[0]
         if root in ("input", "actor"):
             raise _fail(
-                f"{path!r}: a task field reads the instance data only (copy what you need "
+                f"{path!r}: a value expression reads the instance data only (copy what you need "
                 "into the data with the entering action's `mutate`)",
                 max(text.find(path), 0),
             )

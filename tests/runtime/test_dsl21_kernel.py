@@ -248,3 +248,44 @@ async def test_a_timeout_whose_seconds_are_a_reference_reads_the_data_on_entry(d
     assert (await desk.process(never)).status == "active"
     for pid in (soon, later, never, bad):
         assert (await verify(desk.rt, pid)).valid
+
+
+COMPUTED: dict[str, Any] = {
+    **REFERENCED,
+    "$path": "ops/desk/computed-timeout",
+    "states": {
+        "draft": {"label": "Draft"},
+        "waiting": {
+            "label": "Waiting",
+            "timeout": {
+                "seconds": "CASE WHEN urgent = TRUE THEN 60 ELSE minutes * 60 END",
+                "action": "expire",
+            },
+        },
+    },
+}
+
+
+async def test_a_timeout_whose_seconds_are_a_value_expression_is_computed_on_entry(desk):
+    """`timeout.seconds` as a value expression (issue 14: "N | expression"): arithmetic
+    and CASE over the data when the state is entered; NULL arms nothing."""
+    from stateward.runtime.access import registry
+
+    await registry.deploy_workflow(desk.rt, desk.operator, COMPUTED)
+    path = COMPUTED["$path"]
+    urgent = await _start(desk, path, urgent=True, minutes=30)
+    slow = await _start(desk, path, minutes=5)
+    unknown = await _start(desk, path)  # minutes missing: NULL * 60 is NULL
+    for pid in (urgent, slow, unknown):
+        await perform_action(desk.rt, desk.admin, pid, "ask", {})
+    assert await _timers(desk, unknown) == {}
+    desk.rt.clock.advance(61)
+    assert len((await scheduler.fire_due(desk.rt)).fired) == 1
+    desk.rt.clock.advance(200)  # 261 s: the 300 s one is not due yet
+    assert (await scheduler.fire_due(desk.rt)).fired == []
+    desk.rt.clock.advance(60)
+    assert len((await scheduler.fire_due(desk.rt)).fired) == 1
+    statuses = [(await desk.process(p)).status for p in (urgent, slow, unknown)]
+    assert statuses == ["cancelled", "cancelled", "active"]
+    for pid in (urgent, slow, unknown):
+        assert (await verify(desk.rt, pid)).valid
