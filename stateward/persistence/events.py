@@ -16,11 +16,15 @@ from stateward.persistence.errors import classify_integrity_error
 from stateward.persistence.log import queue_leaf
 from stateward.persistence.models import Event
 from stateward.persistence.sequencer import Sequencer
+from stateward.persistence.writebuffer import buffer_of
 from stateward.records import StoredEvent
 
 E = cast(Table, Event.__table__)
 _COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "id")
 _INSERT = insert(E).returning(E.c.id)
+#: The buffered form (`writebuffer`): many rows in one multi-row INSERT (a RETURNING
+#: order is not guaranteed, so each id comes back with its row's unique `identity`).
+INSERT_MANY = insert(E).returning(E.c.identity, E.c.id)
 
 
 def _record(row: Any) -> StoredEvent:
@@ -35,8 +39,13 @@ class EventRepository(Repository):
         #: The unit of work's sequencer: told about every event row appended.
         self.sequencer = sequencer
 
-    async def append(self, event: StoredEvent, recorded_at: datetime | None = None) -> StoredEvent:
+    async def append(
+        self, event: StoredEvent, recorded_at: datetime | None = None, *, defer: bool = False
+    ) -> StoredEvent:
         """Insert `event` (its process row must exist) and return it with `id` set.
+
+        `defer`: the caller reads no `id` before the commit, so with a write buffer on the
+        transaction (`writebuffer`) the row is queued and its `id` set at the flush.
 
         The event joins the deployment log at commit (`LogRepository.sequence`).
         Raises `SeqConflict`, `NonceConflict` or `DuplicateEvent` when a unique constraint
@@ -44,6 +53,13 @@ class EventRepository(Repository):
         """
         stored = replace(event, recorded_at=recorded_at or event.recorded_at or event.ts)
         values = {c: getattr(stored, c) for c in _COLUMNS}
+        buffer = buffer_of(self.session) if defer else None
+        if buffer is not None:
+            buffer.events.append((stored, values))
+            queue_leaf(self.session, stored)
+            if self.sequencer is not None:
+                self.sequencer.record_event(stored)
+            return stored
         try:
             result = await self.session.execute(_INSERT, values)
         except IntegrityError as error:

@@ -13,6 +13,7 @@ from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import LockOrderError, SeqConflict
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
+from stateward.persistence.writebuffer import INDEPENDENT, buffer_of
 from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 
 #: Plain table (Core): rows, not identity-mapped objects that could go stale.
@@ -23,7 +24,7 @@ _MUTABLE = tuple(c for c in _COLUMNS if c not in ("id", "kind", "created_at", "i
 HELD_INFO = "stateward.held_processes"
 # Hot-path statements built once (compiled once, executed with parameters).
 _INSERT = insert(P)
-_UPDATE = (
+UPDATE = (
     update(P)
     .where(P.c.id == bindparam("_id"), P.c.seq == bindparam("_expected_seq"))
     .values({c: bindparam(c, type_=P.c[c].type) for c in _MUTABLE})
@@ -86,7 +87,11 @@ class ProcessRepository(Repository):
         """
         params = {c: getattr(record, c) for c in _MUTABLE}
         params.update(_id=record.id, _expected_seq=expected_seq)
-        result = await self.session.execute(_UPDATE, params)
+        buffer = buffer_of(self.session)
+        if buffer is not None:  # sent with the batch's others (`writebuffer`)
+            buffer.updates.append(params)
+            return
+        result = await self.session.execute(UPDATE, params)
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise SeqConflict(
                 f"process {record.id} is no longer at seq {expected_seq}", process_id=record.id
@@ -167,7 +172,8 @@ class ProcessRepository(Repository):
         stmt = select(Assignment.assignee).where(
             Assignment.process_id == process_id, Assignment.status == "claimed"
         )
-        return (await self.session.execute(stmt.limit(1))).scalar_one_or_none()
+        stmt = stmt.limit(1).execution_options(**{INDEPENDENT: True})
+        return (await self.session.execute(stmt)).scalar_one_or_none()
 
     async def find(
         self,

@@ -30,6 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from stateward.persistence import writebuffer
 from stateward.persistence.access import GrantRepository, KeyRepository, TokenRepository
 from stateward.persistence.analytics import VisitRepository
 from stateward.persistence.assignments import AssignmentRepository
@@ -37,6 +38,7 @@ from stateward.persistence.batches import BatchRepository
 from stateward.persistence.db import BEGIN_OPTION, session_factory
 from stateward.persistence.delegated import DelegatedTaskRepository
 from stateward.persistence.errors import classify_integrity_error, is_transient
+from stateward.persistence.events import INSERT_MANY as EVENTS_INSERT
 from stateward.persistence.events import EventRepository
 from stateward.persistence.incidents import IncidentRepository
 from stateward.persistence.log import LogRepository
@@ -44,6 +46,7 @@ from stateward.persistence.messages import MessageRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
 from stateward.persistence.onetrip import sequence_and_commit_pg
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
+from stateward.persistence.processes import UPDATE as PROCESS_UPDATE
 from stateward.persistence.processes import ProcessRepository
 from stateward.persistence.schedules import ScheduleRepository
 from stateward.persistence.search import (
@@ -201,11 +204,22 @@ class UnitOfWork:
         """'sqlite' or 'postgresql'."""
         return self.session.get_bind().dialect.name
 
+    def buffer_writes(self) -> bool:
+        """Queue this transaction's process updates and event inserts and send them
+        together (`persistence/writebuffer.py`; SQLite, where each statement is a thread
+        round trip). True when on; a queued row refused at the flush raises
+        `BufferedWriteFailed`."""
+        if self.dialect != "sqlite":
+            return False
+        writebuffer.install(self.session, writebuffer.WriteBuffer(PROCESS_UPDATE, EVENTS_INSERT))
+        return True
+
     async def commit(self) -> None:
         """The sequencer step (global lock last, outbox rows appended), then COMMIT.
         Unique-constraint conflicts on events surface as `SeqConflict` / `NonceConflict` /
         `DuplicateEvent` (and nothing is committed)."""
         try:
+            await writebuffer.flush(self.session)
             if self.dialect == "postgresql":
                 await sequence_and_commit_pg(self)
             else:

@@ -98,3 +98,42 @@ async def test_both_paths_give_the_same_log(admin_rt, operator, group):
             events = await uow.events.for_process(pid)
             assert [e.seq for e in events] == list(range(1, 8))
     assert (await verify(admin_rt)).valid
+
+
+async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_rt, operator):
+    """SQLite: one batch of plain events is one UPDATE and one INSERT of events (the write
+    buffer); a duplicate inside the batch is found by applying it again unbuffered."""
+    from sqlalchemy import event
+
+    from stateward.runtime.core.group import act_many
+
+    ids = await _in_review(admin_rt, operator, 3)
+    items = [sign_as(admin_rt, operator, ids[i % 3], "note", PATH, {"i": i}) for i in range(20)]
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        seen.append(" ".join(statement.split()[:3]))
+
+    target = admin_rt.engine.sync_engine
+    event.listen(target, "before_cursor_execute", record)
+    try:
+        results = await act_many(admin_rt, items)
+    finally:
+        event.remove(target, "before_cursor_execute", record)
+    assert all(not isinstance(r, BaseException) for r in results)
+    assert [r.event.seq for r in results[:3]] == [3, 3, 3]  # type: ignore[union-attr]
+    assert len({r.event.id for r in results}) == 20  # type: ignore[union-attr]
+    committer = committer_of(admin_rt)
+    if admin_rt.engine.dialect.name == "sqlite":
+        assert seen.count("UPDATE processes SET") == 1
+        assert seen.count("INSERT INTO events") == 1
+    unbuffered = committer.unbuffered
+    again = sign_as(admin_rt, operator, ids[0], "note", PATH, {"again": 1})
+    fresh = sign_as(admin_rt, operator, ids[1], "note", PATH, {"fresh": 1})
+    out = await act_many(admin_rt, [again, items[0], fresh, again])
+    assert [getattr(r, "duplicate", None) for r in out] == [False, True, False, True]
+    if admin_rt.engine.dialect.name == "sqlite":
+        assert committer.unbuffered == unbuffered + 1
+    async with admin_rt.uow(readonly=True) as uow:
+        assert [e.seq for e in await uow.events.for_process(ids[0])] == list(range(1, 11))
+    assert (await verify(admin_rt)).valid

@@ -31,6 +31,7 @@ from stateward.observe import metrics, tracing
 from stateward.persistence import PersistenceConflict, SeqConflict
 from stateward.persistence.errors import is_transient
 from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before
+from stateward.persistence.writebuffer import BufferedWriteFailed
 from stateward.records import REGISTRY
 from stateward.runtime.core.act import (
     ActResult,
@@ -75,6 +76,8 @@ class GroupCommitter:
         #: Batches run again after a transient fault / applied one by one after a failure.
         self.retried = 0
         self.fallbacks = 0
+        #: Batches applied again without the write buffer (a queued row was refused).
+        self.unbuffered = 0
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         #: `hold()`ers queueing a bundle (`act_many`): the writer starts no batch meanwhile,
@@ -147,11 +150,14 @@ class GroupCommitter:
         runtime = self.runtime
         refused: list[_Item] = []
         faults = 0
+        buffered = True  # off after a queued row was refused (`persistence/writebuffer`)
         while items:
             now = runtime.clock.now()
             failed: _Item | None = None
             try:
                 async with runtime.uow() as uow:
+                    if buffered and len(items) > 1:
+                        uow.buffer_writes()
                     cache = ReadCache()
                     # Lock order step 1: every existing process of the batch, by id.
                     await cache.prefetch(
@@ -174,6 +180,16 @@ class GroupCommitter:
                         tracing.record_span(
                             "act.commit", committing, time.time_ns(), (i.trace for i in items)
                         )
+            except BufferedWriteFailed as error:
+                # No event can be blamed for a queued row: apply them again unbuffered,
+                # where each one's own statements answer for it.
+                log.info("group commit of %d events: %s; applying them again unbuffered",
+                         len(items), error)  # fmt: skip
+                for item in items:
+                    item.written, item.error = None, None
+                buffered = False
+                self.unbuffered += 1
+                continue
             except Exception as error:
                 for item in items:
                     item.written, item.error = None, None

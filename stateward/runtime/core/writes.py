@@ -188,6 +188,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
             prev_hash=prev,
         ),
         recorded_at=ctx.now,
+        defer=not ctx.after_event,  # those read the row's id at once
     )
     if ctx.kind == INSTANCE:
         await _visits(ctx, outcome, record, event_ts)
