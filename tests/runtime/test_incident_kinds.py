@@ -315,3 +315,45 @@ async def test_bulk_retry_records_the_module_like_retry_incident(admin_rt, opera
         assert retried.input["module"]["hash"] == module.hash
         assert retried.input["incident"] == incident.id and retried.input["hook"] == "checks:check"
         assert (await verify(admin_rt, pid)).valid
+
+
+async def test_a_delivery_exhausted_after_the_instance_completed_is_still_an_incident(desk):
+    receiver = Receiver(statuses=[500] * (webhooks.MAX_ATTEMPTS + 1))
+    try:
+        await set_webhook(desk.rt, desk.operator, DESK, receiver.url, "k")
+        pid = await desk.ticket_in_review()
+        desk.rt.clock.advance(101)
+        await sla.scan(desk.rt)
+        await perform_action(desk.rt, desk.admin, pid, "reject", {})
+        assert (await desk.process(pid)).status == "completed"
+        for _ in range(webhooks.MAX_ATTEMPTS):
+            await webhooks.deliver_due(desk.rt)
+            desk.rt.clock.advance(webhooks.MAX_DELAY_S)
+        [incident] = await _incidents(desk, pid)
+        assert (incident.kind, incident.state) == ("WEBHOOK_EXHAUSTED", "rejected")
+        await retry_incident(desk.rt, desk.admin, incident.id)
+        await webhooks.deliver_due(desk.rt)
+        desk.rt.clock.advance(webhooks.MAX_DELAY_S)
+        await webhooks.deliver_due(desk.rt)
+    finally:
+        receiver.close()
+    [done] = await _incidents(desk, pid)
+    assert done.resolution == "delivered"
+    assert (await desk.process(pid)).status == "completed"
+    assert (await verify(desk.rt, pid)).valid
+
+
+async def test_bulk_retry_of_a_timer_incident_reruns_the_timer(desk):
+    pid, timer_id = await _timer_failed(desk)
+    [incident] = await _incidents(desk, pid)
+    batch = await bulk.create(desk.rt, desk.admin, "retry", {}, [pid])
+    progress = await bulk.process(desk.rt, batch.id)
+    assert (progress.succeeded, progress.failed) == (1, 0)
+    async with desk.rt.uow(readonly=True) as uow:
+        [*_, last] = await uow.events.for_process(pid)
+    assert last.action == "$retry"
+    timer = {"schedule": timer_id, "action": "expire", "key": "t"}
+    assert last.input == {"incident": incident.id, "timer": timer}
+    [counted] = await _incidents(desk, pid)
+    assert (counted.attempts, counted.resolved) == (2, False)  # v1 still fails
+    assert (await verify(desk.rt, pid)).valid
