@@ -7,9 +7,9 @@ in development the vendored GraphiQL assets under `/static/graphiql` and the bui
 documentation site under `/docs` (when `make docs` has built it). Every request passes the
 body-size limit first.
 Observability (`stateward.observe`): every request gets an `X-Request-ID`; `/metrics`
-when `settings.metrics` (and not on a separate `metrics_port`); the OpenTelemetry ASGI
-middleware when tracing is configured. `/dashboard` (the operations page, see
-`http/dashboard.py`) in development, in production only with `settings.dashboard`.
+when `settings.metrics` (and not on a separate `metrics_port`); a SERVER span per request
+(`ServerSpanMiddleware`) when tracing is configured. `/dashboard` (the operations page,
+see `http/dashboard.py`) in development, in production only with `settings.dashboard`.
 
 Browsers on other origins: Starlette's `CORSMiddleware` answers preflights and adds the
 CORS headers only for the origins in STATEWARD_ALLOWED_ORIGINS (the same list the
@@ -40,7 +40,12 @@ from stateward.http.graphql_view import DEFAULT_MAX_SUBSCRIPTIONS, StatewardGrap
 from stateward.http.health import healthz, readyz
 from stateward.http.messages import message_routes
 from stateward.observe import metrics, tracing
-from stateward.observe.http import RequestIdMiddleware, metrics_endpoint, sampling
+from stateward.observe.http import (
+    RequestIdMiddleware,
+    ServerSpanMiddleware,
+    metrics_endpoint,
+    sampling,
+)
 from stateward.settings import Settings
 
 # Where the default schema and services come from when the caller passes none.
@@ -105,16 +110,7 @@ def create_app(
     middleware = [Middleware(RequestIdMiddleware)]
     tracing.configure_from_env()
     if tracing.enabled():
-        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-
-        middleware.insert(
-            0,
-            Middleware(
-                OpenTelemetryMiddleware,
-                tracer_provider=tracing.provider(),
-                exclude_spans=["receive", "send"],
-            ),
-        )
+        middleware.insert(0, Middleware(ServerSpanMiddleware))
     middleware.append(
         Middleware(
             CORSMiddleware,

@@ -119,6 +119,7 @@ OPEN_INCIDENTS = Gauge(
 _on = False
 _incident_namespaces: set[str] = set()
 _operation_names: set[str] = set()
+_children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
 
 def env_enabled(env: dict[str, str] | None = None) -> bool:
@@ -150,16 +151,26 @@ def operation_label(name: str | None) -> str:
     return name
 
 
+def _child(metric: Any, labels: tuple[str, ...]) -> Any:
+    """`metric.labels(*labels)`, bound once: `labels()` validates, locks and looks the
+    child up on every call (the label sets are bounded, see the module docstring)."""
+    key = (metric, labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
+
+
 def record_graphql(kind: str, name: str | None, outcome: str, seconds: float) -> None:
     """One GraphQL operation finished."""
     if _on:
-        GRAPHQL.labels(kind, operation_label(name), outcome).observe(seconds)
+        _child(GRAPHQL, (kind, operation_label(name), outcome)).observe(seconds)
 
 
 def record_act(op: str, outcome: str, seconds: float) -> None:
     """One `act` call finished."""
     if _on:
-        ACT.labels(op, outcome).observe(seconds)
+        _child(ACT, (op, outcome)).observe(seconds)
 
 
 def record_batch(size: int) -> None:
@@ -173,8 +184,9 @@ def record_published(created: Iterable[datetime], path: str = "publish") -> None
     if not _on:
         return
     now = datetime.now(UTC)
+    lag = _child(OUTBOX_LAG, (path,))
     for at in created:
-        OUTBOX_LAG.labels(path).observe(max(0.0, (now - at).total_seconds()))
+        lag.observe(max(0.0, (now - at).total_seconds()))
 
 
 def record_republished(count: int) -> None:
@@ -192,7 +204,7 @@ def record_fired(kind: str, count: int) -> None:
 def record_hook(outcome: str, seconds: float) -> None:
     """One hook run ended with `outcome`."""
     if _on:
-        HOOKS.labels(outcome).observe(seconds)
+        _child(HOOKS, (outcome,)).observe(seconds)
 
 
 def record_webhook(status: int | None) -> None:
