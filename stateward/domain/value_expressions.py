@@ -221,10 +221,10 @@ def _seconds(delta: timedelta) -> int | float:
 
 
 def _add(a: Any, b: Any, sign: int) -> Any:
-    if _number(a) and _number(b):
-        return a + b if sign > 0 else a - b
-    when = _as_time(a)
     try:
+        if _number(a) and _number(b):
+            return _finite(a + b if sign > 0 else a - b)
+        when = _as_time(a)
         if when is not None and _number(b):
             return when + timedelta(seconds=sign * float(b))
         if sign > 0 and _number(a) and (other := _as_time(b)) is not None:
@@ -236,17 +236,23 @@ def _add(a: Any, b: Any, sign: int) -> Any:
     return None
 
 
+def _finite(value: int | float) -> int | float | None:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _multiply(a: Any, b: Any, divide: bool) -> Any:
     if not (_number(a) and _number(b)):
         return None
-    if not divide:
-        result = a * b
-        return None if isinstance(result, float) and not math.isfinite(result) else result
-    if b == 0:
+    try:
+        if not divide:
+            return _finite(a * b)
+        if b == 0:
+            return None
+        if isinstance(a, int) and isinstance(b, int) and a % b == 0:
+            return a // b
+        return _finite(a / b)
+    except OverflowError:  # an integer too large for a float: no value
         return None
-    if isinstance(a, int) and isinstance(b, int) and a % b == 0:
-        return a // b
-    return a / b
 
 
 # --- compiling -----------------------------------------------------------------------------
@@ -411,4 +417,7 @@ def as_instant(value: Any, entered_at: datetime, max_seconds: float) -> datetime
         except OverflowError:  # pragma: no cover - bounded by max_seconds
             return None
     when = _as_time(value)
-    return None if when is None else when.astimezone(UTC)
+    try:
+        return None if when is None else when.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 with an offset: no UTC instant a column holds
+        return None

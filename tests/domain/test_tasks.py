@@ -82,3 +82,15 @@ def test_task_expression_limits_and_messages() -> None:
     assert long_sum.evaluate({}) == 1000
     _, _, problems = parse_task({"team": "t", "priority": 5 * [1]}, "/a")
     assert [(p.code, p.pointer) for p in problems] == [("INVALID_FIELD", "/a/priority")]
+
+
+def test_values_beyond_what_numbers_and_dates_hold_give_null_never_an_exception() -> None:
+    raw = {"team": "t", "priority": "big * big * big * big * big * big + 0.5",
+           "due": "big * big * big * big * big * big / 3", "followUp": "edge + 0"}  # fmt: skip
+    _, spec, problems = parse_task(raw, "/a")
+    assert problems == []
+    huge = {"big": 2**53, "edge": "9999-12-31T23:00:00-05:00"}
+    got = task_fields(spec, huge, ENTERED)
+    assert (got.priority, got.due_at, got.follow_up_at) == (None, None, None)
+    floats = task_fields(spec, {"big": 1e308, "edge": "0001-01-01T00:00:00+05:00"}, ENTERED)
+    assert (floats.priority, floats.due_at, floats.follow_up_at) == (None, None, None)
