@@ -20,7 +20,9 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
    events/s): p50/p99 from sending the mutation to receipt (`delivery_p99_ms_500`,
    `delivery_p99_ms_1000`); then the capacity (a burst of events, deliveries/s until all
    arrived) beside a raw websocket broadcast of frames of the same shape to the same
-   number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`.
+   number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`; with the server's
+   and this client's CPU per delivery at capacity for both (`capacity_server_us_N`,
+   `raw_capacity_server_us_N`, `capacity_client_us_N`, `raw_capacity_client_us_N`).
 6. `metrics_overhead` (not with `--quick`): a plain and an observed (`STATEWARD_METRICS=1`,
    OTLP tracing to a local sink) server in alternating rounds (goal ≥ 0.9);
    `metrics_overhead_cpu` is the same ratio of server CPU per action (plain ÷ observed),

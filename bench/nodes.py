@@ -8,7 +8,10 @@ keep-alive connections spread over the nodes, each bumping its own instance with
 the run — the mean number of this database's backends waiting on a lock, by wait event
 (`transactionid`/`tuple`: row locks, e.g. the sequencer's log-index row; `advisory`).
 PostgreSQL: STATEWARD_TEST_POSTGRES_URL (default postgresql+asyncpg://postgres@127.0.0.1/test).
-Usage: `python bench/nodes.py [--nodes 1,2,4] [--quick] [--json]`.
+With `--workers`, each count is ONE `stateward serve --workers N` (N worker processes
+behind one socket, the database's bus) and every client goes to that one URL; CPU is the
+supervisor's and its workers'.
+Usage: `python bench/nodes.py [--nodes 1,2,4] [--workers] [--quick] [--json]`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Proc, gql, hammer, load_average, login, percentile
+from _common import Proc, cpu_seconds, gql, hammer, load_average, login, percentile
 from api import ACT, COUNTER
 
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
@@ -70,14 +73,38 @@ async def _sample_locks(dsn: str, name: str, stop: asyncio.Event) -> tuple[int, 
     return samples, dict(waits)
 
 
-async def _run_count(base: str, nodes: int, clients: int, seconds: float) -> dict[str, Any]:
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and of its live descendants (`serve --workers`)."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children[parent].append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        todo.extend(children.get(current, ()))
+    return total
+
+
+async def _run_count(
+    base: str, nodes: int, clients: int, seconds: float, workers: bool = False
+) -> dict[str, Any]:
     name = f"sw_nodes_{uuid.uuid4().hex[:10]}"
     await _admin(base, f'CREATE DATABASE "{name}"')
     url = make_url(base).set(database=name).render_as_string(hide_password=False)
     procs: list[Proc] = []
     try:
         with tempfile.TemporaryDirectory(prefix="stateward-nodes-") as tmp:
-            for i in range(nodes):  # one after the other: the first makes the genesis
+            for i in range(1 if workers else nodes):  # the first makes the genesis
                 env = {
                     "STATEWARD_DATABASE_URL": url,
                     "STATEWARD_BUS_URL": "memory://",
@@ -85,6 +112,9 @@ async def _run_count(base: str, nodes: int, clients: int, seconds: float) -> dic
                     "STATEWARD_OPERATOR_KEY_FILE": f"{tmp}/operator.json",
                 }
                 cmd = [sys.executable, "-m", "stateward.cli", "serve", "--port", "0"]
+                if workers:
+                    env["STATEWARD_BUS_URL"] = url  # what --workers would switch to anyway
+                    cmd += ["--workers", str(nodes)]
                 procs.append(Proc(cmd, env, tmp))
             token = await login(procs[0].url, Path(tmp) / "operator.json")
             await gql(procs[0].url, "mutation($d:JSON!){addWorkflow(definition:$d){path}}",
@@ -98,6 +128,8 @@ async def _run_count(base: str, nodes: int, clients: int, seconds: float) -> dic
             auth = {"Authorization": f"Bearer {token}"}
 
             async def load(span: float) -> tuple[int, list[float]]:
+                if workers:
+                    return await hammer(procs[0].url, clients, span, lambda i, n: bodies[i], auth)
                 per_node = [
                     hammer(
                         p.url,
@@ -115,11 +147,11 @@ async def _run_count(base: str, nodes: int, clients: int, seconds: float) -> dic
             await load(1.0)  # warm-up
             stop = asyncio.Event()
             sampler = asyncio.create_task(_sample_locks(_dsn(base, name), name, stop))
-            cpu = sum(p.cpu() for p in procs)
+            cpu = sum(_tree_cpu(p.proc.pid) for p in procs)
             began = time.perf_counter()
             count, latencies = await load(seconds)
             elapsed = time.perf_counter() - began
-            spent = sum(p.cpu() for p in procs) - cpu
+            spent = sum(_tree_cpu(p.proc.pid) for p in procs) - cpu
             stop.set()
             samples, waits = await sampler
     finally:
@@ -128,6 +160,7 @@ async def _run_count(base: str, nodes: int, clients: int, seconds: float) -> dic
         await _admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return {
         "nodes": nodes,
+        "workers": workers,
         "actions_per_s": count / elapsed,
         "server_ms_per_action": spent * 1000 / max(count, 1),
         "p99_ms": percentile(latencies, 0.99),
@@ -142,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="1,2,4")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", action="store_true",
+                        help="one `serve --workers N` per count instead of N nodes")  # fmt: skip
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -149,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 3.0 if args.quick else args.seconds
     out: dict[str, Any] = {"load_average_before": load_average(), "runs": []}
     for n in (int(x) for x in args.nodes.split(",")):
-        row = asyncio.run(_run_count(base, n, args.clients, seconds))
+        row = asyncio.run(_run_count(base, n, args.clients, seconds, args.workers))
         out["runs"].append(row)
-        print(f"{n} node(s): {row['actions_per_s']:7.0f} actions/s  "
+        kind = "worker" if args.workers else "node"
+        print(f"{n} {kind}(s): {row['actions_per_s']:7.0f} actions/s  "
               f"{row['server_ms_per_action']:.2f} ms CPU/action  p99 {row['p99_ms']:.0f} ms  "
               f"lock-waiting backends {row['lock_waiting_backends']:.2f} "
               f"{row['lock_waits_by_event']}", flush=True)  # fmt: skip
