@@ -159,9 +159,14 @@ def page_size(first: int | None) -> int:
     return first
 
 
+#: `json.dumps(..., separators=(",", ":"), default=str)` without building an encoder per
+#: call (a page of 100 events makes 100 cursors; issue 16).
+_CURSOR_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def encode_cursor(values: Sequence[Any]) -> str:
     """An opaque cursor for a keyset position (JSON-serialisable values)."""
-    text = json.dumps(list(values), separators=(",", ":"), default=str)
+    text = _CURSOR_JSON.encode(list(values))
     return base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 
