@@ -33,6 +33,7 @@ from stateward.schema.cost import cost_rule, token_limit_message, too_many_token
 from stateward.schema.descriptions import describe
 from stateward.schema.errors import GRAPHQL_PARSE_FAILED, ErrorPolicy, is_request_error
 from stateward.schema.extension_runner import CachedHooksRunner
+from stateward.schema.leaves import PlainLeafFields
 from stateward.schema.literals import NoNulLiteralRule
 from stateward.settings import Settings
 
@@ -120,9 +121,9 @@ class RequestPolicy(ErrorPolicy):
         yield
 
 
-class PerEventExecutionContext(StrawberryGraphQLCoreExecutionContext):
-    """Strawberry's execution context, except that each subscription event gets its own
-    sub-field memo.
+class PerEventExecutionContext(PlainLeafFields, StrawberryGraphQLCoreExecutionContext):
+    """Strawberry's execution context, except that plain leaf fields are completed
+    directly (`schema/leaves.py`) and each subscription event gets its own sub-field memo.
 
     graphql-core 3.3 runs every subscription event on a shallow copy of the
     subscription's executor, so all events share its `_relevant_sub_fields` memo, keyed
@@ -153,6 +154,7 @@ class PerEventExecutionContext(StrawberryGraphQLCoreExecutionContext):
     def build_per_event_executor(self, payload: Any) -> Any:
         executor: Any = super().build_per_event_executor(payload)
         executor._relevant_sub_fields = {}
+        executor._leaf_plans = None  # keyed like the memo above, so per event too
         if getattr(payload, "shared_frame", False):
             executor._shared_key = self._shared_key_for(payload)
         return executor

@@ -66,7 +66,12 @@ class Event(Node):
     hash: str
     prev_hash: str | None
     recorded_at: datetime | None
-    _envelope: strawberry.Private[str]
+    #: A plain attribute, not a resolver, so graphql completes it as a plain leaf
+    #: (`schema/leaves.py`, issue 16).
+    envelope: str = strawberry.field(
+        description="The signed envelope as stored (canonical JSON); secret inputs such as a "
+        "webhook secret are redacted, so such an event's signature no longer checks out here."
+    )
 
     @classmethod
     def from_record(cls, event: StoredEvent) -> Event:
@@ -77,15 +82,8 @@ class Event(Node):
             process_id=event.process_id, seq=event.seq, action=event.action,
             workflow=event.workflow, actor=event.actor, signer=event.signer, ts=event.ts,
             nonce=event.nonce, input=input, signature=event.signature, hash=event.hash,
-            prev_hash=event.prev_hash, recorded_at=event.recorded_at, _envelope=envelope,
+            prev_hash=event.prev_hash, recorded_at=event.recorded_at, envelope=envelope,
         )  # fmt: skip
-
-    @strawberry.field(
-        description="The signed envelope as stored (canonical JSON); secret inputs such as a "
-        "webhook secret are redacted, so such an event's signature no longer checks out here."
-    )
-    def envelope(self) -> str:
-        return self._envelope
 
 
 def _redacted(event: StoredEvent) -> tuple[Any, str]:
