@@ -166,7 +166,10 @@ _CURSOR_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
 
 def encode_cursor(values: Sequence[Any]) -> str:
     """An opaque cursor for a keyset position (JSON-serialisable values)."""
-    text = _CURSOR_JSON.encode(list(values))
+    if all(type(v) is int for v in values):  # the common keyset (seq, id): as JSON writes it
+        text = "[" + ",".join(map(str, values)) + "]"
+    else:
+        text = _CURSOR_JSON.encode(list(values))
     return base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 

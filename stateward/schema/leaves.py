@@ -38,6 +38,7 @@ from typing import Any
 from graphql import GraphQLNonNull, Undefined, is_leaf_type
 from graphql.execution.executor import Executor
 from graphql.pyutils import Path, gather_with_cancel
+from graphql.type.scalars import serialize_id, serialize_string
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 __all__ = ["SUPPORTED", "PlainLeafFields"]
@@ -50,12 +51,16 @@ SUPPORTED = list(inspect.signature(Executor.execute_fields).parameters) == [
 ]  # fmt: skip
 
 #: One planned field: (response name, field details, attribute name or None when the
-#: field is not plain, the leaf's output coercion, whether it is non-null).
-_Step = tuple[str, Any, str | None, Any, bool]
+#: field is not plain, the leaf's output coercion, whether it is non-null, whether the
+#: coercion returns a `str` as it is: `String` and `ID`).
+_Step = tuple[str, Any, str | None, Any, bool, bool]
+
+#: Output coercions that return a `str` value unchanged (graphql-core's String and ID).
+_STR_AS_IS = (serialize_string, serialize_id)
 
 
-def _plain_leaf(field_def: Any, field_details_list: Any) -> tuple[str, Any, bool] | None:
-    """(python attribute, coercion, non-null) of a plain leaf field, else None."""
+def _plain_leaf(field_def: Any, field_details_list: Any) -> tuple[str, Any, bool, bool] | None:
+    """(python attribute, coercion, non-null, str as is) of a plain leaf field, else None."""
     resolve = field_def.resolve
     if resolve is None or not getattr(resolve, "_is_default", False) or field_def.args:
         return None
@@ -71,7 +76,8 @@ def _plain_leaf(field_def: Any, field_details_list: Any) -> tuple[str, Any, bool
         kind = kind.of_type
     if not name or not is_leaf_type(kind):
         return None
-    return name, kind.coerce_output_value, non_null
+    coerce = kind.coerce_output_value
+    return name, coerce, non_null, coerce in _STR_AS_IS
 
 
 class PlainLeafFields(Executor):
@@ -101,7 +107,7 @@ class PlainLeafFields(Executor):
                 if field_def is not None:
                     leaf = _plain_leaf(field_def, field_details_list)
             if leaf is None:
-                steps.append((response_name, field_details_list, None, None, False))
+                steps.append((response_name, field_details_list, None, None, False, False))
             else:
                 fast += 1
                 steps.append((response_name, field_details_list, *leaf))
@@ -128,15 +134,19 @@ class PlainLeafFields(Executor):
         awaitable_fields: list[str] = []
         plain = PLAIN_TYPES
         try:
-            for response_name, field_details_list, attr, coerce, non_null in plan:
+            for response_name, field_details_list, attr, coerce, non_null, text in plan:
                 if attr is not None:
                     try:
                         value = getattr(source_value, attr)
+                        kind = type(value)
+                        if kind is str and text:
+                            results[response_name] = value
+                            continue
                         if value is None:
                             if not non_null:
                                 results[response_name] = None
                                 continue
-                        elif type(value) in plain:
+                        elif kind in plain:
                             coerced = coerce(value)
                             if coerced is not None and coerced is not Undefined:
                                 results[response_name] = coerced

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from stateward.domain.errors import DomainError
@@ -44,3 +47,13 @@ def test_a_garbled_cursor_is_invalid_input() -> None:
     with pytest.raises(DomainError) as caught:
         decode_cursor("%%%")
     assert caught.value.code == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize(
+    "values", [[1], [0], [-5], [2**70], [3, 4], [], [True], [1.5], [None], ["a", 1], ["é"]]
+)
+def test_a_cursor_is_the_base64_of_its_compact_json(values: list[object]) -> None:
+    """The all-integer shortcut (issue 16) writes what `json.dumps` writes."""
+    text = json.dumps(values, separators=(",", ":"), default=str)
+    assert encode_cursor(values) == base64.urlsafe_b64encode(text.encode()).decode("ascii")
+    assert decode_cursor(encode_cursor(values)) == values
