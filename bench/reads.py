@@ -16,9 +16,11 @@
   reads the same rows with one SELECT and returns them; ratio = (b) / (a), goal >= 0.25
   (200 events with `--quick`). Median of 5 rounds.
 
-Usage: `python bench/reads.py [--quick] [--json] [--database-url URL]`; the default is a
-fresh SQLite file; a PostgreSQL URL must name an empty database. `--json` prints one JSON
-object last. The load average is printed with the figures (a 2-core box is shared).
+`--events-only` skips the search part (no seeded instances; the search keys are absent).
+
+Usage: `python bench/reads.py [--quick] [--events-only] [--json] [--database-url URL]`;
+the default is a fresh SQLite file; a PostgreSQL URL must name an empty database. `--json`
+prints one JSON object last. The load average is printed with the figures (a 2-core box is shared).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def _raw_events_app(rt: Runtime) -> Starlette:
     return Starlette(routes=[Route("/events", read)])
 
 
-async def run(url: str, quick: bool) -> dict[str, Any]:
+async def run(url: str, quick: bool, events_only: bool = False) -> dict[str, Any]:
     settings = Settings(database_url=url)
     rt = await Runtime.open(settings, node_key=generate_keypair())
     admin = generate_keypair()
@@ -162,15 +164,23 @@ async def run(url: str, quick: bool) -> dict[str, Any]:
     try:
         await gql("mutation($d:JSON!){addWorkflow(definition:$d){path}}", {"d": NOTE})
         small, large = (20_000, 40_000) if quick else (10_000, 200_000)
-        await _seed(rt, 0, small)
 
         async def search() -> None:
             found = await gql(SEARCH)
             assert found["instances"]["totalCount"] == REPEATS_PER_CUSTOMER
 
-        ms_small = await _timed(search, 15)
-        await _seed(rt, small, large - small)
-        ms_large = await _timed(search, 15)
+        searched: dict[str, Any] = {}
+        if not events_only:
+            await _seed(rt, 0, small)
+            ms_small = await _timed(search, 15)
+            await _seed(rt, small, large - small)
+            ms_large = await _timed(search, 15)
+            searched = {
+                "sizes": [small, large],
+                "search_ms_10k": round(ms_small, 2),
+                "search_ms_200k": round(ms_large, 2),
+                "ratio": round(ms_large / ms_small, 2),
+            }
 
         n_events = 200 if quick else 1000
         started = await gql('mutation{startInstance(workflow:"bench/reads/case"){instanceId}}')
@@ -203,10 +213,7 @@ async def run(url: str, quick: bool) -> dict[str, Any]:
         await rt.close()
     return {
         "database": url.split(":", 1)[0],
-        "sizes": [small, large],
-        "search_ms_10k": round(ms_small, 2),
-        "search_ms_200k": round(ms_large, 2),
-        "ratio": round(ms_large / ms_small, 2),
+        **searched,
         "events": n_events,
         "events_graphql_ms": round(graphql_ms, 1),
         "events_raw_ms": round(raw_ms, 1),
@@ -218,12 +225,13 @@ async def run(url: str, quick: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--events-only", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--database-url")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         url = args.database_url or f"sqlite+aiosqlite:///{folder}/reads.db"
-        result = asyncio.run(run(url, args.quick))
+        result = asyncio.run(run(url, args.quick, args.events_only))
     for key, value in result.items():
         print(f"{key}: {value}")
     if args.json:
