@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 SEQUENCER_LOCK_KEY = 0x5354_4157_0002
 _O = cast(Table, Outbox.__table__)
 _INSERT_MANY = insert(_O).returning(*_O.c, sort_by_parameter_order=True)
+_INSERT_IDS = insert(_O).returning(_O.c.id)
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 #: `session.info` flag: this transaction holds the sequencer lock (taken once).
 LOCKED_INFO = "stateward.outbox_locked"
@@ -130,12 +131,37 @@ class Sequencer:
             await self.session.execute(_LOCK, {"k": SEQUENCER_LOCK_KEY})
             info[LOCKED_INFO] = True
             self.locked += 1
-        if self.messages:
-            rows = (
-                await self.session.execute(_INSERT_MANY, [m.params for m in self.messages])
-            ).all()
-            for staged, row in zip(self.messages, rows, strict=True):
-                staged.record = to_record(OutboxRecord, row)
+        if not self.messages:
+            return
+        if self.session.get_bind().dialect.name == "sqlite":
+            await self._append_sqlite()
+            return
+        rows = (await self.session.execute(_INSERT_MANY, [m.params for m in self.messages])).all()
+        for staged, row in zip(self.messages, rows, strict=True):
+            staged.record = to_record(OutboxRecord, row)
+
+    async def _append_sqlite(self) -> None:
+        """The staged rows as ONE multi-row INSERT (a RETURNING in parameter order is one
+        statement per row on SQLite: a thread round trip each). The writer holds the
+        database's write lock (BEGIN IMMEDIATE), so the rows of one INSERT take
+        increasing ids in VALUES order: the sorted ids are the staged rows' ids, in
+        staging order. The records are built from what was sent, as on PostgreSQL
+        (`onetrip`)."""
+        params = [m.params for m in self.messages]
+        ids = sorted(int(i) for i in (await self.session.execute(_INSERT_IDS, params)).scalars())
+        for staged, id_ in zip(self.messages, ids, strict=True):
+            p = staged.params
+            staged.record = OutboxRecord(
+                id=id_,
+                type=p["type"],
+                payload=p["payload"],
+                created_at=p["created_at"],
+                namespace=p["namespace"],
+                workflow=p["workflow"],
+                instance_id=p["instance_id"],
+                team=p["team"],
+                published_at=None,
+            )
 
 
 async def sequence_and_commit(uow: UnitOfWork) -> None:

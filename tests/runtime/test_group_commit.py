@@ -123,10 +123,17 @@ async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_r
     assert all(not isinstance(r, BaseException) for r in results)
     assert [r.event.seq for r in results[:3]] == [3, 3, 3]  # type: ignore[union-attr]
     assert len({r.event.id for r in results}) == 20  # type: ignore[union-attr]
+    cursors = [m.id for r in results for m in r.outbox]  # type: ignore[union-attr]
+    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors) >= 20
+    async with admin_rt.uow(readonly=True) as uow:  # the stored rows are the answered ones
+        stored = {m.id: m for m in await uow.outbox.events_after(cursors[0] - 1, limit=100)}
+    answered = [(m.id, m.type, m.payload) for r in results for m in r.outbox]  # type: ignore[union-attr]
+    assert answered == [(i, stored[i].type, stored[i].payload) for i, _, _ in answered]
     committer = committer_of(admin_rt)
     if admin_rt.engine.dialect.name == "sqlite":
         assert seen.count("UPDATE processes SET") == 1
         assert seen.count("INSERT INTO events") == 1
+        assert seen.count("INSERT INTO outbox") == 1
     unbuffered = committer.unbuffered
     again = sign_as(admin_rt, operator, ids[0], "note", PATH, {"again": 1})
     fresh = sign_as(admin_rt, operator, ids[1], "note", PATH, {"fresh": 1})
