@@ -83,21 +83,23 @@ def _plain_leaf(field_def: Any, field_details_list: Any) -> tuple[str, Any, bool
 class PlainLeafFields(Executor):
     """graphql-core's executor with plain leaf fields completed directly (module doc)."""
 
-    #: id(grouped field set) -> (the set, its plan); the set is kept so its id is not
-    #: reused while this operation runs (as graphql-core's own sub-field memo does).
-    _leaf_plans: dict[int, tuple[Any, list[_Step] | None]] | None = None
+    #: (parent type name, id(grouped field set)) -> (the set, its plan); the set is kept
+    #: so its id is not reused while this operation runs (as graphql-core's own sub-field
+    #: memo does).
+    _leaf_plans: dict[tuple[str, int], tuple[Any, list[_Step] | None]] | None = None
 
     def _leaf_plan(self, parent_type: Any, grouped_field_set: Any) -> list[_Step] | None:
         plans = self._leaf_plans
         if plans is None:
             plans = self._leaf_plans = {}
-        hit = plans.get(id(grouped_field_set))
+        key = (parent_type.name, id(grouped_field_set))
+        hit = plans.get(key)
         if hit is not None and hit[0] is grouped_field_set:
             return hit[1]
         steps: list[_Step] = []
         fast = 0
         manager = self.middleware_manager
-        middleware = manager is not None and manager._middleware_resolvers is not None
+        middleware = manager is not None and bool(getattr(manager, "middlewares", True))
         for response_name, field_details_list in grouped_field_set.items():
             leaf = None
             if not middleware:
@@ -112,7 +114,7 @@ class PlainLeafFields(Executor):
                 fast += 1
                 steps.append((response_name, field_details_list, *leaf))
         plan = steps if fast else None
-        plans[id(grouped_field_set)] = (grouped_field_set, plan)
+        plans[key] = (grouped_field_set, plan)
         return plan
 
     def execute_fields(
