@@ -20,12 +20,14 @@ RFC 8785 bytes with Ed25519. docs/log-format.md is the full description for veri
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from stateward.domain.canonical import canonical_bytes
-from stateward.domain.merkle import leaf_hash
+from stateward.domain.merkle import LEAF_PREFIX
 
 LEAF_DOMAIN = b"stateward.leaf.v1\n"
+_LEAF_START = LEAF_PREFIX + LEAF_DOMAIN
 LOG_FORMAT = "stateward.log/1"
 CHECKPOINT_TYPE = "log.checkpoint"
 
@@ -49,7 +51,26 @@ def leaf_data(process: str, seq: int, signer: str, chain_hash: str) -> bytes:
 
 def event_leaf_hash(process: str, seq: int, signer: str, chain_hash: str) -> str:
     """The Merkle leaf hash (hex) of one event."""
-    return leaf_hash(leaf_data(process, seq, signer, chain_hash)).hex()
+    return event_leaf(process, seq, signer, chain_hash).hex()
+
+
+def event_leaf(process: str, seq: int, signer: str, chain_hash: str) -> bytes:
+    """The Merkle leaf hash of one event: SHA-256(0x00 || `leaf_data`), in one pass."""
+    p, s, h = process.encode("utf-8"), signer.encode("ascii"), chain_hash.encode("ascii")
+    return hashlib.sha256(
+        b"".join(
+            (
+                _LEAF_START,
+                len(p).to_bytes(8, "big"),
+                p,
+                seq.to_bytes(8, "big"),
+                len(s).to_bytes(8, "big"),
+                s,
+                len(h).to_bytes(8, "big"),
+                h,
+            )
+        )
+    ).digest()
 
 
 def checkpoint_body(net: str, size: int, root: str, ts: str) -> dict[str, Any]:

@@ -35,12 +35,21 @@ def _part(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str | None, canonical_envelope: bytes, signature: str) -> str:
     """The chain hash of one event (layout in the module docstring); None = genesis."""
-    prev = GENESIS_PREV if prev_hash is None else prev_hash
-    digest = hashlib.sha256(HASH_DOMAIN)
-    digest.update(_part(prev.encode("ascii")))
-    digest.update(_part(canonical_envelope))
-    digest.update(_part(signature.encode("ascii")))
-    return digest.hexdigest()
+    prev = (GENESIS_PREV if prev_hash is None else prev_hash).encode("ascii")
+    sig = signature.encode("ascii")
+    return hashlib.sha256(
+        b"".join(
+            (
+                HASH_DOMAIN,
+                len(prev).to_bytes(8, "big"),
+                prev,
+                len(canonical_envelope).to_bytes(8, "big"),
+                canonical_envelope,
+                len(sig).to_bytes(8, "big"),
+                sig,
+            )
+        )
+    ).hexdigest()
 
 
 @dataclass(frozen=True)

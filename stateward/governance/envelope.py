@@ -14,6 +14,7 @@ its RFC 8785 bytes — never of the signature. Signing and verification: `verifi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,7 +23,10 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+import orjson
+
 from stateward.domain.canonical import (
+    MAX_JSON_DEPTH,
     MAX_SAFE_INTEGER,
     canonical_bytes,
     loads_strict,
@@ -195,6 +199,14 @@ class Envelope:
         }
 
     @classmethod
+    def from_fields(cls, fields: StoredFields, canonical: bytes) -> Envelope:
+        """The envelope of fields `stored_fields` accepted, with its canonical bytes."""
+        net, process, name, workflow, input, actor, ts, nonce = fields
+        envelope = cls(net, process, EnvelopeAction(name, workflow, input), actor, ts, nonce)
+        object.__setattr__(envelope, "_canonical", canonical)
+        return envelope
+
+    @classmethod
     def from_stored(cls, text: str) -> Envelope:
         """The envelope of stored (or exported) canonical text, checked as strictly as
         `from_json(loads_strict(text))`. Fast path for re-verifying a log: when the text
@@ -202,6 +214,10 @@ class Envelope:
         there are no floats, no unsafe integers, no NaN/Infinity and no characters beyond
         the BMP (key order and string escapes then agree) — the RFC 8785 serializer is not
         run again. `canonical()` is the text's bytes only when the text is canonical."""
+        raw = text.encode("utf-8")
+        fields = stored_fields(text, raw)
+        if fields is not None:
+            return cls.from_fields(fields, raw)
         try:
             obj = _FAST_DECODER.decode(text)
         except (ValueError, _NotFast):
@@ -273,6 +289,126 @@ class Envelope:
     def timestamp(self) -> datetime:
         """`ts` as an aware UTC datetime."""
         return parse_ts(self.ts)
+
+
+#: An envelope's fields `(net, process, name, workflow, input, actor, ts, nonce)`.
+StoredFields = tuple[str, str, str, str, dict[str, Any], str, str, str]
+
+_SORT_KEYS = orjson.OPT_SORT_KEYS
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_actor(actor: str) -> bool:
+    return is_valid_actor(actor)
+
+
+def _plain(value: dict[str, Any]) -> bool:
+    """No float and no integer beyond ±(2^53 - 1) anywhere in `value`."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return False
+        elif kind is float:
+            return False
+    return True
+
+
+_B64URL_TEXT = re.compile(r"[A-Za-z0-9_-]+")
+#: Canonical last characters of unpadded base64url by length % 4 (unused bits zero).
+_LAST = {2: frozenset("AQgw"), 3: frozenset("AEIMQUYcgkosw048")}
+
+
+def _nonce_ok(nonce: str) -> bool:
+    """`_check_nonce` accepts it: canonical unpadded base64url of 16..64 bytes."""
+    size = len(nonce)
+    if not 22 <= size <= 86 or size % 4 == 1 or _B64URL_TEXT.fullmatch(nonce) is None:
+        return False
+    last = _LAST.get(size % 4)
+    return last is None or nonce[-1] in last
+
+
+#: Dates (`YYYY-MM-DD` of a timestamp) `parse_ts` accepted.
+_GOOD_DATES: set[str] = set()
+
+
+def _ts_ok(ts: str) -> bool:
+    """`parse_ts` accepts it: the pattern, then a valid date (remembered) and time."""
+    if _TS.match(ts) is None:
+        return False
+    if ts[:10] in _GOOD_DATES and ts[11:13] < "24" and ts[14:16] < "60" and ts[17:19] < "60":
+        return True
+    try:
+        parse_ts(ts)
+    except DomainError:
+        return False
+    if len(_GOOD_DATES) < 4096:
+        _GOOD_DATES.add(ts[:10])
+    return True
+
+
+def stored_fields(text: str, raw: bytes) -> StoredFields | None:
+    """The fields of stored envelope text (`raw` = its UTF-8 bytes) when one cheap pass
+    proves that `Envelope.from_stored(text)` accepts it, with these fields, and that the
+    text is its RFC 8785 form (so `raw` is what was signed); None otherwise — then ask
+    `from_stored`, whose verdict and message are the reference.
+
+    The pass: no `\\u0000` escape, no character beyond the BMP and no deep nesting in
+    the text; orjson parses it to an object whose sorted compact serialization is `raw`
+    (for BMP-only strings, integers, booleans and null, orjson writes exactly RFC 8785:
+    the same escapes, keys in code-point order = UTF-16 order); the input holds no float
+    and no unsafe integer; and every shape check of `from_json` holds."""
+    if (
+        "\\u0000" in text
+        or text.count("{") + text.count("[") > MAX_JSON_DEPTH
+        or (not text.isascii() and max(text) > "\uffff")
+    ):
+        return None
+    try:
+        env = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(env) is not dict or env.keys() != _ENVELOPE_KEYS:
+        return None
+    act = env["action"]
+    if type(act) is not dict or act.keys() != _ACTION_KEYS:
+        return None
+    net, process, actor, ts = env["net"], env["process"], env["actor"], env["ts"]
+    nonce = env["nonce"]
+    name, workflow, input = act["name"], act["workflow"], act["input"]
+    if (
+        type(env["v"]) is not int
+        or env["v"] != ENVELOPE_VERSION
+        or type(net) is not str
+        or not 0 < len(net) <= 200
+        or _ID.match(net) is None
+        or type(process) is not str
+        or not 0 < len(process) <= 200
+        or _ID.match(process) is None
+        or type(name) is not str
+        or not 0 < len(name) <= 200
+        or type(workflow) is not str
+        or not 0 < len(workflow) <= 400
+        or type(input) is not dict
+        or type(actor) is not str
+        or not 0 < len(actor) <= 200
+        or not _valid_actor(actor)
+        or type(ts) is not str
+        or not 0 < len(ts) <= 40
+        or type(nonce) is not str
+        or not _nonce_ok(nonce)
+        or not _ts_ok(ts)
+        or not _plain(input)
+        or orjson.dumps(env, option=_SORT_KEYS) != raw
+    ):
+        return None
+    return (net, process, name, workflow, input, actor, ts, nonce)
 
 
 def build_envelope(

@@ -15,6 +15,9 @@ Log-level findings use process `log` and the log index as `seq`.
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import marshal
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,19 +28,24 @@ from stateward.domain import merkle
 from stateward.domain.bootstrap import bootstrap_definition
 from stateward.domain.definition import load_definition
 from stateward.domain.errors import DomainError
-from stateward.domain.logformat import event_leaf_hash, leaf_data
+from stateward.domain.logformat import event_leaf, event_leaf_hash
 from stateward.domain.migration import MIGRATE, migrate
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.domain.versionhash import apply_order
 from stateward.governance.chain import GENESIS_PREV, event_hash
 from stateward.governance.checkpoint import SignedCheckpoint, parse_checkpoint, verify_checkpoint
-from stateward.governance.envelope import Envelope, EnvelopeAction, SignedEnvelope
-from stateward.governance.keys import verify_signature
-from stateward.governance.node_trust import NodeTrust, admin_of, node_change
+from stateward.governance.envelope import (
+    Envelope,
+    SignedEnvelope,
+    StoredFields,
+    stored_fields,
+)
+from stateward.governance.keys import is_public_key, verify_signature
+from stateward.governance.node_trust import NodeTrust, admin_of, is_genesis, node_change
 from stateward.governance.verification import verify_envelope
 from stateward.runtime.core.kernel import evaluate, replay_name
-from stateward.runtime.insight.logfile import LogEvent, LogFile
+from stateward.runtime.insight.logfile import LogEvent, LogFile, no_gc
 from stateward.runtime.insight.verify import (
     BAD_SIGNATURE,
     ENVELOPE_MISMATCH,
@@ -58,6 +66,9 @@ UNLOGGED_EVENT = "UNLOGGED_EVENT"
 SEQ_GAP = "SEQ_GAP"
 PREV_HASH_MISMATCH = "PREV_HASH_MISMATCH"
 HASH_MISMATCH = "HASH_MISMATCH"
+
+_sha256 = hashlib.sha256
+_NODE = merkle.NODE_PREFIX
 
 
 class TreeWalk:
@@ -84,7 +95,12 @@ class TreeWalk:
                     f"log index {self.size} is missing (the next leaf found is {index})",
                 )
             self.first_gap = self.size if self.first_gap is None else self.first_gap
-        self.frontier, _created = merkle.append(self.frontier, self.size, leaf)
+        # merkle.append, in place: each completed right child folds into its parent
+        frontier, node, at = self.frontier, leaf, self.size
+        while at & 1:
+            node = _sha256(_NODE + frontier.pop() + node).digest()
+            at >>= 1
+        frontier.append(node)
         self.size += 1
         if self.size in self.wanted:
             self.roots[self.size] = merkle.root_from_frontier(self.frontier).hex()
@@ -141,6 +157,9 @@ class OfflineVerifier:
     latest: dict[str, int] = field(default_factory=dict)
     revoked_at: dict[str, int] = field(default_factory=dict)
     trust: NodeTrust = field(default_factory=NodeTrust)
+    #: `trust.current()` until the next trust change.
+    _trusted: frozenset[str] | None = None
+    _actors: dict[str, Actor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.trust = NodeTrust(legacy=self.log.legacy_nodes)
@@ -154,7 +173,7 @@ class OfflineVerifier:
         sizes = [c.size for c in self.log.checkpoints] + ([given.size] if given else [])
         tree = TreeWalk(self.report, sizes)
         parallel = workers if len(self.log.events) >= parallel_from else 1
-        with _EventChecks(self.log.events, parallel) as checks:
+        with no_gc(), _EventChecks(self.log.events, parallel) as checks:
             for event, checked in zip(self.log.events, checks, strict=True):
                 tree.add(event.index, checked[LEAF])
                 self.event(event, checked)
@@ -183,79 +202,101 @@ class OfflineVerifier:
         """One event, in log order; `checked` is `check_event(event)` when done ahead."""
         if checked is None:
             checked = check_event(event)
-        fields, unreadable, canonical, hash_ok, _leaf, signature_ok, identity = checked
-        envelope = None if fields is None else _envelope(fields)
-        if envelope is None:
-            self.problem(event.process, event.seq, ENVELOPE_MISMATCH, unreadable)
+        fields, unreadable, flags, _leaf, identity = checked
+        process, seq = event.process, event.seq
+        if fields is None:
+            self.problem(process, seq, ENVELOPE_MISMATCH, unreadable)
         else:
-            if not canonical:
-                self.problem(
-                    event.process, event.seq, ENVELOPE_MISMATCH, "envelope is not canonical"
-                )
-            if envelope.process != event.process:
-                self.problem(
-                    event.process, event.seq, ENVELOPE_MISMATCH, "envelope names another process"
-                )
-        state = self.processes.get(event.process)
+            if not flags & CANONICAL:
+                self.problem(process, seq, ENVELOPE_MISMATCH, "envelope is not canonical")
+            if fields[1] != process:
+                self.problem(process, seq, ENVELOPE_MISMATCH, "envelope names another process")
+        state = self.processes.get(process)
         if state is None:
-            state = self._open(event, envelope)
-            self.processes[event.process] = state
-        self._chain(state, event, hash_ok)
-        if envelope is None:
+            state = self._open(event, fields)
+            self.processes[process] = state
+        if seq != state.seq + 1:
+            self.problem(process, seq, SEQ_GAP, f"expected seq {state.seq + 1}")
+        if event.prev_hash != state.head:
+            self.problem(process, seq, PREV_HASH_MISMATCH, "prev_hash breaks the chain")
+        if not flags & HASH_OK:
+            self.problem(process, seq, HASH_MISMATCH, "hash differs from the recomputed one")
+        state.seq, state.head = seq, event.hash
+        if fields is None:
             state.broken = True
             return
-        self._signature(event, envelope, signature_ok)
+        self._signature(event, fields, bool(flags & SIGNATURE_OK))
         if not state.broken and state.definition is not None:
-            self._replay(state, event, envelope, identity)
+            self._replay(state, event, fields, identity)
 
-    def _open(self, event: LogEvent, envelope: Envelope | None) -> _Process:
-        workflow = envelope.action.workflow if envelope else ""
+    def _open(self, event: LogEvent, fields: StoredFields | None) -> _Process:
+        workflow = fields[3] if fields else ""
         if workflow.endswith("/bootstrap"):
             namespace = workflow.rsplit("/", 1)[0]
             return _Process(True, bootstrap_definition(namespace))
         version = event.version or self.latest.get(workflow)
         definition = self.definitions.get((workflow, version or 0))
-        if definition is None and envelope is not None:
+        if definition is None and fields is not None:
             self.problem(
                 event.process, event.seq, NOT_FOUND,
                 f"{workflow} v{version} was not deployed earlier in the log",
             )  # fmt: skip
         return _Process(False, definition)
 
-    def _chain(self, state: _Process, event: LogEvent, hash_ok: bool) -> None:
-        if event.seq != state.seq + 1:
-            self.problem(event.process, event.seq, SEQ_GAP, f"expected seq {state.seq + 1}")
-        if event.prev_hash != state.head:
-            self.problem(event.process, event.seq, PREV_HASH_MISMATCH, "prev_hash breaks the chain")
-        if not hash_ok:
-            self.problem(
-                event.process, event.seq, HASH_MISMATCH, "hash differs from the recomputed one"
+    def _signature(self, event: LogEvent, fields: StoredFields, signature_ok: bool) -> None:
+        """`verify_envelope` of the event against the trust and revocations at this point
+        of the log. The common case — a valid signature for this deployment by the actor
+        itself or a trusted node, neither key revoked — is accepted here as
+        `verify_envelope` would accept it; anything else goes through it (its message)."""
+        net, _process, _name, _workflow, _input, actor, _ts, _nonce = fields
+        signer = event.signer
+        if self._trusted is None:
+            self._trusted = self.trust.current()
+        if (
+            signature_ok
+            and net == self.log.net
+            and (
+                signer in self._trusted
+                or (signer == actor and is_public_key(actor))
+                or is_genesis(event.process, event.seq)
             )
-        state.seq, state.head = event.seq, event.hash
+            and signer not in self.revoked_at
+            and actor not in self.revoked_at
+        ):
+            return
 
-    def _signature(self, event: LogEvent, envelope: Envelope, signature_ok: bool) -> None:
         def revoked(key: str, _ts: str) -> bool:
             at = self.revoked_at.get(key)
             return at is not None and event.index > at
 
         try:
             verify_envelope(
-                SignedEnvelope(envelope, event.signer, event.signature),
+                SignedEnvelope(Envelope.from_fields(fields, b""), signer, event.signature),
                 net=self.log.net,
                 now=None,
-                trusted_signers=self.trust.signers_for(event.process, event.seq, event.signer),
+                trusted_signers=self.trust.signers_for(event.process, event.seq, signer),
                 revoked=revoked,
                 signature_ok=signature_ok,
             )
         except DomainError as exc:
             self.problem(event.process, event.seq, BAD_SIGNATURE, exc.message)
 
-    def _replay(self, state: _Process, event: LogEvent, envelope: Envelope, identity: str) -> None:
+    def _actor(self, actor_id: str) -> Actor:
+        actor = self._actors.get(actor_id)
+        if actor is None:
+            actor = Actor(id=actor_id, visitor=actor_id.startswith("visitor:"))
+            self._actors[actor_id] = actor
+        return actor
+
+    def _replay(
+        self, state: _Process, event: LogEvent, fields: StoredFields, identity: str
+    ) -> None:
         assert state.definition is not None
+        _net, process, action, workflow, input, actor_id, ts, _nonce = fields
         before = state.snapshot
-        name = replay_name(envelope.action.name, event.action)
-        actor = Actor(id=envelope.actor, visitor=envelope.actor.startswith("visitor:"))
-        change = node_change(envelope.process, name, envelope.action.input)
+        name = replay_name(action, event.action)
+        actor = self._actor(actor_id)
+        change = node_change(process, name, input)
         if change is not None and not admin_of(before.data if before else None, actor.id):
             self.problem(
                 event.process, event.seq, NODE_TRUST_FORBIDDEN,
@@ -264,12 +305,12 @@ class OfflineVerifier:
             change = None
         try:
             if name == MIGRATE and before is not None and not state.kind_registry:
-                outcome = self._migrate(state, before, envelope)
+                outcome = self._migrate(state, before, fields)
             else:
                 outcome = evaluate(
-                    state.definition, before, name=name, input=envelope.action.input,
-                    actor=actor, ts=envelope.ts, event_id=identity,
-                    process_id=envelope.process, authorize=False,
+                    state.definition, before, name=name, input=input,
+                    actor=actor, ts=ts, event_id=identity,
+                    process_id=process, authorize=False,
                 )  # fmt: skip
         except DomainError as exc:
             self.problem(event.process, event.seq, REPLAY_FAILED, f"{exc.code}: {exc.message}")
@@ -277,40 +318,39 @@ class OfflineVerifier:
             return
         chain = (before.automation_chain + 1 if before else 1) if name == "$automate" else 0
         state.snapshot = ProcessSnapshot(
-            id=envelope.process,
-            workflow=envelope.action.workflow,
-            version=event.version or (before.version if before else 1),
-            state=outcome.state,
-            status=outcome.status,
-            data=outcome.data,
-            started_by=before.started_by if before else envelope.actor,
-            automation_chain=chain,
+            process,
+            workflow,
+            event.version or (before.version if before else 1),
+            outcome.state,
+            outcome.status,
+            outcome.data,
+            before.started_by if before else actor_id,
+            None,
+            chain,
         )
         if change is not None:
             self.trust.apply(*change)
+            self._trusted = None
         if state.kind_registry:
-            self._governance(event, envelope)
+            self._governance(event, fields)
 
-    def _migrate(self, state: _Process, before: ProcessSnapshot, envelope: Envelope) -> Outcome:
+    def _migrate(self, state: _Process, before: ProcessSnapshot, fields: StoredFields) -> Outcome:
         """Replay a `$migrate`: the outcome, and the process runs the target from now on."""
         assert state.definition is not None
-        input = envelope.action.input
+        _net, _process, _name, workflow, input, _actor, ts, _nonce = fields
         version = input.get("toVersion")
-        target = self.definitions.get(
-            (envelope.action.workflow, version if isinstance(version, int) else 0)
-        )
+        target = self.definitions.get((workflow, version if isinstance(version, int) else 0))
         if target is None:
             raise DomainError(
-                NOT_FOUND,
-                f"{envelope.action.workflow} v{version} was not deployed earlier in the log",
+                NOT_FOUND, f"{workflow} v{version} was not deployed earlier in the log"
             )
-        outcome = migrate(state.definition, target, before, input, envelope.ts)
+        outcome = migrate(state.definition, target, before, input, ts)
         state.definition = target
         return outcome
 
-    def _governance(self, event: LogEvent, envelope: Envelope) -> None:
+    def _governance(self, event: LogEvent, fields: StoredFields) -> None:
         """What a replayed registry event changes for later events: definitions, keys."""
-        name, input = envelope.action.name, envelope.action.input
+        _net, process, name, _workflow, input, actor, _ts, _nonce = fields
         if name in ("add_workflow", "update_workflow"):
             source: dict[str, Any] = apply_order(input["definition"], input.get("order"))
             path = str(source["$path"])
@@ -321,57 +361,59 @@ class OfflineVerifier:
                 self.problem(event.process, event.seq, REPLAY_FAILED, f"{path}: {exc.message}")
                 return
             self.latest[path] = version
-        elif envelope.process == registry_id(SYSTEM_NAMESPACE):
+        elif process == registry_id(SYSTEM_NAMESPACE):
             if name == "rotate_key":
-                self.revoked_at.setdefault(envelope.actor, event.index)
+                self.revoked_at.setdefault(actor, event.index)
             elif name == "revoke_key" and isinstance(input.get("key"), str):
                 self.revoked_at.setdefault(input["key"], event.index)
 
 
 #: What `check_event` found about one event, by position. A plain tuple of plain values,
-#: because it crosses the process boundary and unpickling class instances costs the
-#: replaying process more than the rest of its work on the event: the envelope's fields
-#: `(net, process, name, workflow, input, actor, ts, nonce)` or None when unreadable, why
-#: it is unreadable, whether its text is canonical, whether the chain hash recomputes, the
-#: Merkle leaf hash, whether the signature verifies over the canonical bytes, and the
-#: envelope's identity.
-Checked = tuple[
-    tuple[str, str, str, str, dict[str, Any], str, str, str] | None,
-    str, bool, bool, bytes, bool, str,
-]  # fmt: skip
+#: because it crosses the process boundary (marshalled) and unpickling class instances
+#: costs the replaying process more than the rest of its work on the event: the
+#: envelope's fields `(net, process, name, workflow, input, actor, ts, nonce)` or None
+#: when unreadable, why it is unreadable, the flags (`CANONICAL`: its text is its RFC
+#: 8785 form; `HASH_OK`: the chain hash recomputes; `SIGNATURE_OK`: the signature
+#: verifies over the canonical bytes), the Merkle leaf hash and the envelope's identity.
+Checked = tuple[StoredFields | None, str, int, bytes, str]
 #: Where the leaf hash is in a `Checked`.
-LEAF: Final = 4
+LEAF: Final = 3
+CANONICAL: Final = 1
+HASH_OK: Final = 2
+SIGNATURE_OK: Final = 4
 
 
 def check_event(event: LogEvent) -> Checked:
     """Everything about one event that depends on that event alone: the envelope parse
     and shape checks, the chain hash, the leaf hash and the Ed25519 check. Pure, so
-    worker processes run it ahead of the replay (which needs the events before)."""
-    text = event.envelope.encode("utf-8")
-    hash_ok = event_hash(event.prev_hash, text, event.signature) == event.hash
-    leaf = merkle.leaf_hash(leaf_data(event.process, event.seq, event.signer, event.hash))
-    try:
-        envelope = Envelope.from_stored(event.envelope)
-    except DomainError as exc:
-        return (None, f"unreadable: {exc}", False, hash_ok, leaf, False, "")
-    canonical = envelope.canonical()
-    action = envelope.action
-    return (
-        (envelope.net, envelope.process, action.name, action.workflow, action.input,
-         envelope.actor, envelope.ts, envelope.nonce),
-        "",
-        canonical == text,
-        hash_ok,
-        leaf,
-        verify_signature(event.signer, canonical, event.signature),
-        envelope.identity(),
-    )  # fmt: skip
-
-
-def _envelope(fields: tuple[str, str, str, str, dict[str, Any], str, str, str]) -> Envelope:
-    """The envelope `check_event` read and checked (its fields, not parsed again)."""
-    net, process, name, workflow, input, actor, ts, nonce = fields
-    return Envelope(net, process, EnvelopeAction(name, workflow, input), actor, ts, nonce)
+    worker processes run it ahead of the replay (which needs the events before). The
+    envelope is read once: `stored_fields` proves the common case (canonical text, every
+    shape check of `Envelope.from_stored`) in one orjson pass; anything else is decided
+    by `from_stored` itself."""
+    text = event.envelope
+    raw = text.encode("utf-8")
+    flags = HASH_OK if event_hash(event.prev_hash, raw, event.signature) == event.hash else 0
+    leaf = event_leaf(event.process, event.seq, event.signer, event.hash)
+    fields = stored_fields(text, raw)
+    if fields is not None:
+        canonical = raw
+        flags |= CANONICAL
+    else:
+        try:
+            envelope = Envelope.from_stored(text)
+        except DomainError as exc:
+            return (None, f"unreadable: {exc}", flags, leaf, "")
+        canonical = envelope.canonical()
+        action = envelope.action
+        fields = (
+            envelope.net, envelope.process, action.name, action.workflow, action.input,
+            envelope.actor, envelope.ts, envelope.nonce,
+        )  # fmt: skip
+        if canonical == raw:
+            flags |= CANONICAL
+    if verify_signature(event.signer, canonical, event.signature):
+        flags |= SIGNATURE_OK
+    return (fields, "", flags, leaf, _sha256(canonical).hexdigest())
 
 
 def verify_log(
@@ -400,14 +442,18 @@ _EVENTS: list[LogEvent] = []
 
 
 def _share(events: list[LogEvent]) -> None:
-    """Worker initializer: keep the log's events."""
+    """Worker initializer: keep the log's events. The collector stays off in the worker
+    (`no_gc`: it would walk the whole inherited log, copying its pages as it marks them,
+    and `check_event` makes no cycles)."""
     global _EVENTS
     _EVENTS = events
+    gc.disable()
 
 
-def _check_range(start: int, end: int) -> list[Checked]:
-    """Worker: `check_event` of events[start:end]."""
-    return [check_event(e) for e in _EVENTS[start:end]]
+def _check_range(start: int, end: int) -> bytes:
+    """Worker: `check_event` of events[start:end], marshalled (plain values only; both
+    ends are the same interpreter; ≈ 3x cheaper than pickle for these tuples)."""
+    return marshal.dumps([check_event(e) for e in _EVENTS[start:end]])
 
 
 class _EventChecks:
@@ -417,7 +463,7 @@ class _EventChecks:
 
     def __init__(self, events: list[LogEvent], workers: int) -> None:
         self.events = events
-        self.futures: list[Future[list[Checked]]] = []
+        self.futures: list[Future[bytes]] = []
         self.pool: ProcessPoolExecutor | None = None
         if workers < 2 or not events:
             return
@@ -436,7 +482,7 @@ class _EventChecks:
             yield from map(check_event, self.events)
             return
         for future in self.futures:
-            yield from future.result()
+            yield from marshal.loads(future.result())
 
     def __enter__(self) -> _EventChecks:
         return self
