@@ -218,6 +218,8 @@ class Envelope:
         fields = stored_fields(text, raw)
         if fields is not None:
             return cls.from_fields(fields, raw)
+        if "\\u0000" in text:  # U+0000 is refused by the strict path (canonical_bytes)
+            return cls.from_json(loads_strict(text))
         try:
             obj = _FAST_DECODER.decode(text)
         except (ValueError, _NotFast):

@@ -225,3 +225,57 @@ def test_from_stored_reads_canonical_text_exactly_like_the_strict_parser() -> No
     for bad in (text.replace('"a":1', '"a":NaN'), text.replace('"a":1', '"a":9007199254740993')):
         with pytest.raises(DomainError):
             Envelope.from_stored(bad)
+
+
+def test_stored_fields_accepts_only_what_the_strict_parser_accepts_as_canonical() -> None:
+    """The one-pass check of the offline verifier (`stored_fields`) never accepts text
+    that `from_json(loads_strict(text))` refuses or that is not its RFC 8785 form, and it
+    accepts the ordinary canonical envelope with the strict parser's fields."""
+    import json as _json
+
+    from stateward.domain.canonical import loads_strict
+    from stateward.governance.envelope import stored_fields
+
+    good = _stored_case({"a": 1, "b": "x\u2028\n\u00e9\u007f", "l": [True, None, -5]})
+    fields = stored_fields(good, good.encode())
+    strict = Envelope.from_json(loads_strict(good))
+    assert fields is not None and Envelope.from_fields(fields, good.encode()) == strict
+    assert strict.canonical() == good.encode()
+    obj = _json.loads(good)
+
+    def variant(change: Any) -> str:
+        copy_ = copy.deepcopy(obj)
+        change(copy_)
+        return _json.dumps(copy_, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    deep: Any = 1
+    for _ in range(70):
+        deep = [deep]
+    texts = [
+        _stored_case({"f": 1.5}), _stored_case({"f": 1.0}),
+        good.replace('"a":1,', '"a":9007199254740993,'),
+        _stored_case({"\U0001f600": 1, "\ue000": 2}),
+        good.replace("\u00e9", "\\u00e9"), _json.dumps(obj), _json.dumps(obj, sort_keys=True),
+        good.replace('"a":1,', '"a":1,"a":1,'), good.replace('{"a":1', '{"a":1.0'),
+        variant(lambda o: o.update(ts="2026-02-30T00:00:00.000Z")),
+        variant(lambda o: o.update(ts="2026-11-30T24:00:00.000Z")),
+        variant(lambda o: o.update(nonce="AAECAwQFBgcICQoLDA0ODx")),  # trailing bits set
+        variant(lambda o: o.update(nonce="AAECAwQFBgcICQoLDA0O")),  # 15 bytes
+        variant(lambda o: o.update(actor="visitor:XYZ")), variant(lambda o: o.update(v=2)),
+        variant(lambda o: o.update(extra=1)), variant(lambda o: o["action"].update(name="")),
+        variant(lambda o: o.update(process="bad id")), variant(lambda o: o.update(net=1)),
+        variant(lambda o: o["action"].update(input=[])),
+        variant(lambda o: o["action"]["input"].update(deep=deep)), "[]", "{",
+    ]  # fmt: skip
+    for text in texts:
+        raw = text.encode("utf-8", "surrogatepass")
+        fields = stored_fields(text, raw)
+        if fields is None:
+            continue
+        envelope = Envelope.from_json(loads_strict(text))  # accepted: the strict one too
+        assert envelope.canonical() == raw, text
+        assert Envelope.from_fields(fields, raw) == envelope, text
+    assert stored_fields(_stored_case({"f": 1.5}), _stored_case({"f": 1.5}).encode()) is None
+    nul = _stored_case({"nul": "a"}).replace('"a"', '"a\\u0000"')
+    with pytest.raises(DomainError):  # the strict parser's verdict, on the stored path too
+        Envelope.from_stored(nul)

@@ -325,3 +325,29 @@ def test_non_canonical_public_key_encodings_are_rejected() -> None:
     # y = p + 2 (non-canonical spelling of y = 2) — never a valid key encoding.
     y = 2**255 - 19 + 2
     assert not is_strict_point(y.to_bytes(32, "little"))
+
+
+def test_the_direct_libsodium_check_is_used_and_agrees_with_crypto_sign_open() -> None:
+    """`verify_signature` calls libsodium's `crypto_sign_verify_detached` directly (the
+    check `crypto_sign_open` runs, without its copies); it must give the same verdict."""
+    import os
+
+    import nacl.bindings
+    import nacl.exceptions
+
+    from stateward.governance import keys
+
+    assert keys._verify_detached.__name__ == "direct"
+    key = generate_keypair()
+    public = b64url_decode(key.public)
+    for size in (0, 1, 64, 300, 5000):
+        message = os.urandom(size)
+        signature = b64url_decode(key.sign(message))
+        for sig, msg in ((signature, message), (signature, message + b"x"),
+                         (bytes([signature[0] ^ 1]) + signature[1:], message)):  # fmt: skip
+            try:
+                nacl.bindings.crypto_sign_open(sig + msg, public)
+                expected = True
+            except nacl.exceptions.BadSignatureError:
+                expected = False
+            assert keys._verify_detached(sig, msg, public) is expected

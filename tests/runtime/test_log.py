@@ -149,6 +149,55 @@ async def test_offline_verify_checks_signatures_in_worker_processes(admin_rt, op
         assert [p.code for p in report.problems if p.code == "BAD_SIGNATURE"] == ["BAD_SIGNATURE"]
 
 
+async def test_the_export_reads_the_same_from_text_or_bytes_and_refuses_bad_lines(
+    admin_rt, operator, tmp_path
+):
+    """`read_log` parses bytes with orjson: the same events as text lines; a line that is
+    not UTF-8, an index that is a boolean, a missing key, are INVALID_INPUT naming the
+    line (invalid UTF-8 used to escape as UnicodeDecodeError)."""
+    import gc
+    import json as _json
+
+    import pytest
+
+    from stateward.domain.errors import DomainError
+    from stateward.runtime.insight.logfile import export_lines, no_gc, parse_lines, read_log
+    from stateward.runtime.insight.logverify import check_event, verify_log
+
+    await Desk(admin_rt, operator).setup()
+    lines = [_json.dumps(x) for x in [line async for line in export_lines(admin_rt)]]
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from_text, from_file = parse_lines(lines), read_log(str(path))
+    assert from_file.events == from_text.events and len(from_file.events) == len(lines) - 1
+    assert from_file.checkpoints == from_text.checkpoints
+    assert [check_event(e) for e in from_file.events] == [check_event(e) for e in from_text.events]
+    assert verify_log(from_file, workers=1).valid
+    one = next(line for line in lines[1:] if '"index"' in line)
+    event = _json.loads(one)
+    for bad, message in (
+        ({**event, "index": True}, "index must be an integer"),
+        ({**event, "version": "1"}, "version must be an integer"),
+        ({k: v for k, v in event.items() if k != "hash"}, "exactly the keys"),
+    ):
+        with pytest.raises(DomainError, match=message):
+            parse_lines([lines[0], _json.dumps(bad)])
+    path.write_bytes(lines[0].encode() + b"\n" + one.encode()[:-2] + b'\xff"}\n')
+    with pytest.raises(DomainError, match="log line 2: not JSON"):
+        read_log(str(path))
+    assert gc.isenabled()
+    with no_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with no_gc():
+            pass
+        assert not gc.isenabled()  # the caller's choice is kept
+    finally:
+        gc.enable()
+
+
 async def test_the_one_trip_sequencer_step_gives_the_stored_outbox_ids_and_recovers_a_moved_head(
     postgres_db_url,
 ):
