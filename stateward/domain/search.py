@@ -163,6 +163,10 @@ class AssignmentSearch:
     min_priority: int | None = None
     namespace: str | None = None
     process: str | None = None
+    #: `myAssignments`: claimed by this actor, or unassigned naming it a candidate in a
+    #: namespace of `mine_readable` (or below).
+    mine: str | None = None
+    mine_readable: tuple[str, ...] = ()
 
 
 #: What `instanceCounts` / `assignmentCounts` may group by.

@@ -340,6 +340,12 @@ class AssignmentSearchRepository(Repository):
             where.append(A.c.status.in_(list(s.statuses)))
         if s.candidate is not None:
             where.append(_candidate(s.candidate))
+        if s.mine is not None:  # the rule of `AssignmentRepository.mine`
+            candidacy = and_(
+                A.c.status == "unassigned", _candidate(s.mine),
+                namespace_scope(P.c.namespace, s.mine_readable),
+            )  # fmt: skip
+            where.append(or_(A.c.assignee == s.mine, candidacy))
         if s.due_before is not None:
             where.append(A.c.due_at < s.due_before)
         if s.min_priority is not None:

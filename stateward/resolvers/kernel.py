@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.search import Ordering
 from stateward.records import AssignmentRecord, NotificationRecord
 from stateward.resolvers.context import client_ip, runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import MAX_FIRST, Page, decode_cursor, page_of, page_size
+from stateward.resolvers.paging import (
+    MAX_FIRST,
+    Page,
+    Window,
+    decode_cursor,
+    keyset_page,
+    page_of,
+    page_size,
+)
 
 
 def _service(module: str, name: str) -> Any:
@@ -46,19 +56,38 @@ async def team_queue(
     return _page(rows, limit, after).counted(total)
 
 
-async def my_queue(
-    info: Info, status: str | None, first: int | None, after: str | None
-) -> Page[AssignmentRecord]:
-    """`Query.myAssignments`: assignments the viewer claimed (any status unless given)."""
-    fn = _service("queues.assignments", "my_assignments")
-    limit = page_size(first)
+async def my_queue(info: Info, status: str | None, window: Window) -> Page[AssignmentRecord]:
+    """`Query.myAssignments`: the viewer's claims and open candidacies, oldest first,
+    paged both ways (`first/after`, `last/before`); `totalCount` lazily."""
+    service = importlib.import_module("stateward.runtime.queues.assignments")
     rt, me = runtime(info), viewer(info)
-    rows = await fn(rt, me, status, limit, after)
+    order = Ordering()
+    position = window.position(order.tag)
+    if position is not None:
+        position = (_created(position[0], window), position[1])
+    rows, marks = await service.search_mine(
+        rt, me, status, order=order, position=position, backward=window.backward,
+        limit=window.limit + 1,
+    )  # fmt: skip
 
     async def total() -> int:
-        return int(await _service("queues.assignments", "count_my_assignments")(rt, me, status))
+        return int(await service.count_mine_search(rt, me, status))
 
-    return _page(rows, limit, after).counted(total)
+    return keyset_page(window, rows, marks, order.tag).counted(total)
+
+
+def _created(value: Any, window: Window) -> datetime:
+    """A `myAssignments` cursor's creation time; INVALID_INPUT otherwise."""
+    when = None
+    if isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            when = None
+    if when is None or when.tzinfo is None:
+        raise DomainError(INVALID_INPUT, "invalid cursor",
+                          pointer="/before" if window.backward else "/after")  # fmt: skip
+    return when
 
 
 def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Page[AssignmentRecord]:

@@ -276,11 +276,11 @@ class Query:
         "their candidate users; oldest first."
     )
     async def my_assignments(
-        self, info: Info, status: AssignmentStatus | None = None, first: int | None = None,
-        after: str | None = None,
+        self, info: Info, status: AssignmentStatus | None = None, first: PageFirst = None,
+        after: PageAfter = None, last: PageLast = None, before: PageBefore = None,
     ) -> Connection[Assignment]:  # fmt: skip
         wanted = None if status is None else str(status.value)
-        page = await kernel.my_queue(info, wanted, first, after)
+        page = await kernel.my_queue(info, wanted, Window.of(first, after, last, before))
         return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="A process's signed log (instance or registry), by seq.")

@@ -221,3 +221,39 @@ async def test_a_bad_task_expression_is_an_invalid_definition_at_its_pointer(api
     messages = " ".join(p["message"] for p in error["extensions"]["problems"])
     assert "at position 7" in messages and "CASE WHEN" in messages
     assert "instance data only" in messages
+
+
+async def test_my_assignments_page_both_ways_as_mirror_images(api: Api) -> None:
+    """`myAssignments(first, after, last, before)` (issue 16: every list pages backward):
+    the backward walk is the forward one reversed, and both hold `totalCount` rows."""
+    carol, carol_token = await api.user("acme/loans", "clerk")
+    await _world(api, carol.public)
+    page_query = """query($first:Int,$after:String,$last:Int,$before:String){
+      myAssignments(first:$first,after:$after,last:$last,before:$before){ totalCount
+      edges { node { assignmentId } } pageInfo { hasNextPage hasPreviousPage
+      startCursor endCursor } } }"""
+
+    async def walk(backward: bool) -> tuple[list[str], int, set[int]]:
+        ids: list[str] = []
+        totals: set[int] = set()
+        pages, cursor = 0, None
+        while True:
+            paging = {"last": 5, "before": cursor} if backward else {"first": 5, "after": cursor}
+            page = (await api.ok(page_query, paging, token=carol_token))["myAssignments"]
+            totals.add(page["totalCount"])
+            pages += 1
+            found = [e["node"]["assignmentId"] for e in page["edges"]]
+            ids += found[::-1] if backward else found
+            info = page["pageInfo"]
+            if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+                return ids, pages, totals
+            cursor = info["startCursor"] if backward else info["endCursor"]
+
+    forward, pages, totals = await walk(False)
+    backward, back_pages, back_totals = await walk(True)
+    assert totals == back_totals == {12} and len(set(forward)) == 12
+    assert pages == back_pages == 3 and backward[::-1] == forward
+    both = await api.gql("{myAssignments(first:1,last:1){totalCount}}", token=carol_token)
+    assert both["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
+    bad = await api.gql('{myAssignments(after:"bm9wZQ"){totalCount}}', token=carol_token)
+    assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"

@@ -344,6 +344,37 @@ async def search_assignments(
     return [a for a, _ in found], [(v, a.id) for a, v in found]
 
 
+def mine_search(viewer: Any, status: str | None) -> AssignmentSearch:
+    """`myAssignments` as a search: the viewer's claims and open candidacies (the rule of
+    `my_assignments`, which limits what it lists by itself: no further scope)."""
+    _page(None, status)
+    return AssignmentSearch(
+        statuses=(status,) if status else (), mine=actor_id(viewer),
+        mine_readable=tuple(_readable(viewer)),
+    )  # fmt: skip
+
+
+async def search_mine(
+    runtime: Runtime, viewer: Any, status: str | None, *, order: Ordering,
+    position: tuple[Any, str] | None, backward: bool, limit: int,
+) -> tuple[list[AssignmentRecord], list[tuple[Any, str]]]:  # fmt: skip
+    """`myAssignments(status, first, after, last, before)`: a page of `mine_search`."""
+    async with runtime.uow(readonly=True) as uow:
+        found = await uow.task_search.assignments(
+            mine_search(viewer, status), scope=AssignmentScope(everything=True), order=order,
+            position=position, backward=backward, limit=limit,
+        )  # fmt: skip
+    return [a for a, _ in found], [(v, a.id) for a, v in found]
+
+
+async def count_mine_search(runtime: Runtime, viewer: Any, status: str | None) -> int:
+    """How many assignments `search_mine` lists over all its pages."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.task_search.count(
+            mine_search(viewer, status), scope=AssignmentScope(everything=True)
+        )
+
+
 async def count_search(runtime: Runtime, viewer: Any, search: AssignmentSearch) -> int:
     """How many assignments `search_assignments` lists over all its pages."""
     async with runtime.uow(readonly=True) as uow:
