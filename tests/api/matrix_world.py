@@ -115,8 +115,8 @@ async def build(api: Api) -> Matrix:
         await api.ok(add, {"n": f"{t.name}/sales", "s": SCORING})
         async with api.runtime.uow() as uow:
             note = await uow.notifications.add(
-                "team:analyst", f"{t.name}/sales", "sla.breached", {}, api.runtime.clock.now(),
-                process_id=t.instance,
+                "team:analyst", f"{t.name}/sales", "workflow.sla.breached", {},
+                api.runtime.clock.now(), process_id=t.instance,
             )  # fmt: skip
             await uow.commit()
         t.extra["notification"] = str(note.id)
