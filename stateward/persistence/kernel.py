@@ -296,15 +296,20 @@ class KernelRepository(Repository):
         before_id: int | None = None,
         limit: int = 50,
         unread_only: bool = False,
+        newer_than: int | None = None,
     ) -> list[NotificationRecord]:
-        """The notifications of `actor` and of its teams, newest first.
+        """The notifications of `actor` and of its teams, newest first (with `newer_than`:
+        the ones above that id, oldest first, for paging backward).
 
         `teams` are (namespace, role) grants: a `team:<role>` notification is the actor's
         when it concerns that namespace or one below it (`system` grants cover all); the
         actor's own ones only where it holds some role (the read rule).
         """
         stmt = select(N).where(*self._notification_scope(actor, teams, unread_only))
-        stmt = stmt.order_by(N.c.id.desc()).limit(limit)
+        if newer_than is not None:
+            stmt = stmt.where(N.c.id > newer_than).order_by(N.c.id.asc()).limit(limit)
+        else:
+            stmt = stmt.order_by(N.c.id.desc()).limit(limit)
         if before_id is not None:
             stmt = stmt.where(N.c.id < before_id)
         return [to_record(NotificationRecord, r) for r in await self.session.execute(stmt)]

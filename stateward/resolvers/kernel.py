@@ -25,6 +25,7 @@ from stateward.resolvers.paging import (
     Page,
     Window,
     decode_cursor,
+    encode_cursor,
     keyset_page,
     page_of,
     page_size,
@@ -96,21 +97,29 @@ def _page(rows: list[AssignmentRecord], limit: int, after: str | None) -> Page[A
     )
 
 
-async def notifications(
-    info: Info, first: int | None, after: str | None, unread_only: bool
-) -> Page[NotificationRecord]:
-    """`Query.notifications`: the viewer's and its teams', newest first."""
+async def notifications(info: Info, window: Window, unread_only: bool) -> Page[NotificationRecord]:
+    """`Query.notifications`: the viewer's and its teams', newest first, paged both ways
+    (cursors `[id]`: `after` pages to older ones, `before` to newer ones)."""
     fn = _service("sweeps.notifications", "list_notifications")
-    before = None
-    if after is not None:
-        values = decode_cursor(after)
-        if not values or not isinstance(values[0], int):
-            raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
-        before = values[0]
-    limit = page_size(first)
+    mark = None
+    if window.cursor is not None:
+        pointer = "/before" if window.backward else "/after"
+        values = decode_cursor(window.cursor, pointer)
+        if len(values) != 1 or not isinstance(values[0], int) or isinstance(values[0], bool):
+            raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer)
+        mark = values[0]
     rt, me = runtime(info), viewer(info)
-    rows = await fn(rt, me, min(limit + 1, MAX_FIRST), before, unread_only)
-    page = page_of(rows, limit, key=lambda n: (n.id,), has_previous=after is not None)
+    fetch = min(window.limit + 1, MAX_FIRST)
+    if window.backward:
+        rows = await fn(
+            rt, me, fetch, None, unread_only, newer_than=mark if mark is not None else 0
+        )
+        items = list(rows[: window.limit])[::-1]
+        more = len(rows) > window.limit
+        page = Page(items, [encode_cursor([n.id]) for n in items], mark is not None, more)
+    else:
+        rows = await fn(rt, me, fetch, mark, unread_only)
+        page = page_of(rows, window.limit, key=lambda n: (n.id,), has_previous=mark is not None)
 
     async def total() -> int:
         count = _service("sweeps.notifications", "count_notifications")

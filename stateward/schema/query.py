@@ -314,10 +314,11 @@ class Query:
 
     @strawberry.field(description="The viewer's and its teams' notifications, newest first.")
     async def notifications(
-        self, info: Info, first: int | None = None, after: str | None = None,
-        unread_only: bool = False,
+        self, info: Info, first: PageFirst = None, after: PageAfter = None,
+        unread_only: bool = False, last: PageLast = None, before: PageBefore = None,
     ) -> Connection[Notification]:  # fmt: skip
-        page = await kernel.notifications(info, first, after, unread_only)
+        window = Window.of(first, after, last, before)
+        page = await kernel.notifications(info, window, unread_only)
         return Connection.of(page, Notification.from_record)
 
     @strawberry.field(description="The viewer's API tokens, newest first (never a secret).")

@@ -169,6 +169,43 @@ async def test_a_breach_notification_is_queryable_by_the_team(api: Api) -> None:
     assert bad["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
 
 
+async def test_notifications_page_both_ways_as_mirror_images(api: Api) -> None:
+    """`notifications(first, after, last, before)`, newest first (issue 16: every list
+    pages backward): the backward walk is the forward one reversed."""
+    _, analyst = await api.user("acme", "analyst")
+    async with api.runtime.uow() as uow:
+        for n in range(11):
+            await uow.notifications.add(
+                "team:analyst", "acme", "workflow.sla.warning", {"n": n}, api.runtime.clock.now()
+            )
+        await uow.commit()
+    query = """query($first:Int,$after:String,$last:Int,$before:String){
+      notifications(first:$first,after:$after,last:$last,before:$before){ totalCount
+      nodes { payload } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }"""
+
+    async def walk(backward: bool) -> tuple[list[int], int]:
+        seen: list[int] = []
+        pages, cursor = 0, None
+        while True:
+            paging = {"last": 4, "before": cursor} if backward else {"first": 4, "after": cursor}
+            page = (await api.ok(query, paging, token=analyst))["notifications"]
+            assert page["totalCount"] == 11
+            pages += 1
+            found = [node["payload"]["n"] for node in page["nodes"]]
+            seen += found[::-1] if backward else found
+            info = page["pageInfo"]
+            if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+                return seen, pages
+            cursor = info["startCursor"] if backward else info["endCursor"]
+
+    forward, pages = await walk(False)
+    backward, back_pages = await walk(True)
+    assert forward == list(range(10, -1, -1))  # newest first
+    assert backward[::-1] == forward and pages == back_pages == 3
+    both = await api.gql("{notifications(first:1,last:1){totalCount}}", token=analyst)
+    assert both["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
+
+
 async def test_public_calls_beyond_the_per_ip_limit_are_rate_limited(db_url: str) -> None:
     stack, close = await open_stack(db_url, public_rate_limit=2)
     try:

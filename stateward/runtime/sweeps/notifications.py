@@ -48,10 +48,10 @@ async def notify(
 
 async def list_notifications(
     runtime: Runtime, viewer: Any, first: int = 50, before: int | None = None,
-    unread_only: bool = False,
+    unread_only: bool = False, newer_than: int | None = None,
 ) -> list[NotificationRecord]:  # fmt: skip
     """The viewer's notifications and its teams', newest first (`before`: an id to page
-    below)."""
+    below; `newer_than`: the ones above an id, oldest first, to page backward)."""
     if first < 0 or first > MAX_FIRST:
         raise DomainError(INVALID_INPUT, f"first must be between 0 and {MAX_FIRST}",
                           pointer="/first")  # fmt: skip
@@ -59,7 +59,12 @@ async def list_notifications(
     async with runtime.uow(readonly=True) as uow:
         teams = await _teams(uow, who)
         return await kernel_repo(uow).notifications_for(
-            who, teams, before_id=before, limit=first, unread_only=unread_only
+            who,
+            teams,
+            before_id=before,
+            limit=first,
+            unread_only=unread_only,
+            newer_than=newer_than,
         )
 
 
