@@ -130,7 +130,7 @@ async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(postg
         await b.close()
 
 
-async def test_offline_verify_checks_signatures_in_worker_processes(admin_rt, operator, tmp_path):
+async def test_offline_verify_checks_signatures_in_worker_threads(admin_rt, operator, tmp_path):
     import json as _json
 
     from stateward.runtime.insight.logfile import export_lines, parse_lines

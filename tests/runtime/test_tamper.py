@@ -197,10 +197,10 @@ async def test_tampering_with_an_exported_file_is_caught_offline(admin_rt, opera
         assert not report.valid, kind
 
 
-async def test_worker_processes_report_the_same_findings_on_a_tampered_file(
+async def test_worker_threads_report_the_same_findings_on_a_tampered_file(
     admin_rt, operator, monkeypatch
 ):
-    """The per-event checks done ahead in worker processes (chunk by chunk; tiny chunks
+    """The per-event checks done ahead in worker threads (chunk by chunk; tiny chunks
     here, so chunk edges fall inside the tampering) give exactly the findings, in the same
     order, as the checks done inline."""
     from stateward.runtime.insight import logverify
