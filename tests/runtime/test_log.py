@@ -248,3 +248,18 @@ async def test_the_one_trip_sequencer_step_gives_the_stored_outbox_ids_and_recov
     finally:
         await a.close()
         await b.close()
+
+
+def test_the_replay_snapshot_is_a_process_snapshot_with_every_field():
+    """The offline replay builds snapshots without the dataclass __init__; they must be
+    equal to the real thing, field for field (a new field must be added there too)."""
+    import dataclasses
+
+    from stateward.domain.model import ProcessSnapshot
+    from stateward.runtime.insight.logverify import _snapshot
+
+    args = ("p", "a/b", 2, "open", "active", {"n": 1}, "key", 3)
+    fast = _snapshot(*args)
+    real = ProcessSnapshot("p", "a/b", 2, "open", "active", {"n": 1}, "key", None, 3, None)
+    assert fast == real and vars(fast) == vars(real)
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(ProcessSnapshot)}

@@ -199,7 +199,7 @@ def parse_lines(lines: Iterable[str | bytes]) -> LogFile:
 def _parse_lines(lines: Iterable[str | bytes]) -> LogFile:
     log: LogFile | None = None
     for number, text in enumerate(lines, start=1):
-        if not text.strip():
+        if not text or text.isspace():
             continue
         try:
             obj = orjson.loads(text)
