@@ -2,14 +2,14 @@
 
 - events_per_s: `verify --log` (parse the file, every envelope, chain, signature, engine
   replay, Merkle root against the checkpoint; the per-event checks — envelope parse and
-  shape, chain and leaf hashes, Ed25519 — done ahead by worker processes, one per CPU up
-  to 4, while the main process replays) over a log of 20k events (2k with `--quick`):
+  shape, chain and leaf hashes, Ed25519 — done ahead by worker threads, one per CPU up
+  to 4, while the main thread replays) over a log of 20k events (2k with `--quick`):
   self-effect `tick`s on 24 instances plus the registry events before them, written
   through `runtime.act` on SQLite, exported with `log export`;
 - bare_verify_per_s: a bare PyNaCl loop (`VerifyKey(signer).verify(envelope, signature)`)
   over the same signatures; ratio = events_per_s / bare_verify_per_s (goal >= 0.7);
-- cpu_us_per_event: the CPU (user + system) that `verify --log` spent per event, this
-  process and its workers together, beside bare_cpu_us_per_event of the bare loop;
+- cpu_us_per_event: the CPU (user + system) that `verify --log` spent per event (its
+  threads, and any child processes), beside bare_cpu_us_per_event of the bare loop;
   cpu_ratio = bare / verify. On a shared machine this is the steady figure: the wall
   ratio depends on how many of the cores the workers get (on Linux with autogroup
   scheduling, a session's processes share one session's share of the CPU);
