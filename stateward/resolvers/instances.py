@@ -52,11 +52,16 @@ async def state_of(info: Info, record: ProcessRecord) -> tuple[VersionedDefiniti
 
 
 async def children_of(
-    info: Info, process_id: str, first: int | None, after: str | None
-) -> Page[ProcessRecord]:
+    info: Info, process_id: str, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[ProcessRecord]:  # fmt: skip
     """`Instance.children`: spawned instances the viewer may read, oldest first."""
     kids = [k for k in await loaders(info).children.load(process_id) if _visible(info, k)]
-    return page_of_list(kids, first, after, key=lambda p: (p.created_at.isoformat(), p.id))
+    return page_of_list(kids, first, after, _created_key, last, before)
+
+
+def _created_key(row: ProcessRecord | AssignmentRecord) -> tuple[str, str]:
+    return (row.created_at.isoformat(), row.id)
 
 
 async def last_events_of(info: Info, process_id: str, count: int) -> list[StoredEvent]:
@@ -68,13 +73,14 @@ async def last_events_of(info: Info, process_id: str, count: int) -> list[Stored
 
 
 async def assignments_of(
-    info: Info, process_id: str, first: int | None, after: str | None, status: str | None
-) -> Page[AssignmentRecord]:
+    info: Info, process_id: str, first: int | None, after: str | None, status: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[AssignmentRecord]:  # fmt: skip
     """`Instance.assignments`, optionally of one status, oldest first."""
     rows = await loaders(info).assignments.load(process_id)
     if status is not None:
         rows = [a for a in rows if a.status == status]
-    return page_of_list(rows, first, after, key=lambda a: (a.created_at.isoformat(), a.id))
+    return page_of_list(rows, first, after, _created_key, last, before)
 
 
 async def available_actions_of(

@@ -6,8 +6,9 @@ Cursors are opaque (base64 of a small JSON array of keyset values). Two ways to 
 
 - `page_of(items, first, key)`: the runtime fetched `first + 1` rows after the decoded
   cursor (keyset pagination in SQL); the extra row only says "there is more".
-- `page_of_list(items, first, after, key)`: a list already in memory (states, versions,
-  an instance's assignments from a DataLoader) paged by the same cursor rules.
+- `page_of_list(items, first, after, key, last, before)`: a list already in memory
+  (states, versions, an instance's assignments from a DataLoader) paged both ways by the
+  same cursor rules.
 - `Window` + `keyset_page`: searches that page both ways (`first/after`, `last/before`):
   the runtime fetched `limit + 1` rows past the cursor in the listing's order, or in its
   mirror image when paging backward; the cursor also names the ordering it belongs to.
@@ -75,16 +76,35 @@ def page_of(
 
 
 def page_of_list(
-    items: Sequence[T], first: int | None, after: str | None, key: Callable[[T], Sequence[Any]]
-) -> Page[T]:
-    """A page of a list already in memory, ordered by `key` ascending."""
-    limit = page_size(first)
+    items: Sequence[T], first: int | None, after: str | None,
+    key: Callable[[T], Sequence[Any]], last: int | None = None, before: str | None = None,
+) -> Page[T]:  # fmt: skip
+    """A page of a list already in memory, ordered by `key` ascending: forward with
+    `first/after`, or backward with `last/before` (the `last` items before the cursor,
+    still in ascending order; the same cursors and limits as `Window.of`)."""
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        return _page_of_list_backward(items, window, key)
+    limit = window.limit
     start = 0
     if after is not None:
         mark = decode_cursor(after)
         start = next((n for n, i in enumerate(items) if list(key(i)) > mark), len(items))
     page = page_of(items[start : start + limit + 1], limit, key, has_previous=start > 0)
     return page.counted(known_total(len(items)))
+
+
+def _page_of_list_backward(
+    items: Sequence[T], window: Window, key: Callable[[T], Sequence[Any]]
+) -> Page[T]:
+    end = len(items)
+    if window.cursor is not None:
+        mark = decode_cursor(window.cursor, "/before")
+        end = next((n for n, i in enumerate(items) if list(key(i)) >= mark), len(items))
+    start = max(0, end - window.limit)
+    page = list(items[start:end])
+    cursors = [encode_cursor(key(i)) for i in page]
+    return Page(page, cursors, end < len(items), start > 0, known_total(len(items)))
 
 
 @dataclass(frozen=True)

@@ -90,25 +90,27 @@ async def workflow(info: Info, path: str, version: int | None) -> DeployedWorkfl
 
 
 async def workflows(
-    info: Info, namespace: str | None, first: int | None, after: str | None
-) -> Page[DeployedWorkflow]:
+    info: Info, namespace: str | None, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[DeployedWorkflow]:  # fmt: skip
     """`Query.workflows(namespace)`: latest versions, by path, in readable namespaces."""
     me = viewer(info)
     if namespace is not None:
         require_read(info, namespace, "namespace")
     found = await registry.list_workflows(runtime(info), namespace)
     visible = [w for w in found if me.can_read(w.namespace)]
-    return page_of_list(visible, first, after, key=lambda w: (w.path,))
+    return page_of_list(visible, first, after, lambda w: (w.path,), last, before)
 
 
 async def workflow_versions(
-    info: Info, path: str, first: int | None, after: str | None
-) -> Page[VersionedDefinition]:
+    info: Info, path: str, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[VersionedDefinition]:  # fmt: skip
     """`Workflow.versions`: every stored version of the path, oldest first."""
     require_read(info, _namespace_of_path(path), "workflow")
     rt = runtime(info)
     rows = await queries.workflow_versions(rt, path)
-    page = page_of_list(rows, first, after, key=lambda r: (r.version,))
+    page = page_of_list(rows, first, after, lambda r: (r.version,), last, before)
     return page.map(
         lambda r: VersionedDefinition(rt.definitions.from_record(r), r.version, r.created_at)
     )

@@ -159,9 +159,9 @@ class Query:
     @strawberry.field(description="Latest versions of live workflows (one namespace or all).")
     async def workflows(
         self, info: Info, namespace: str | None = None, first: int | None = None,
-        after: str | None = None,
+        after: str | None = None, last: int | None = None, before: str | None = None,
     ) -> Connection[Workflow]:  # fmt: skip
-        page = await reads.workflows(info, namespace, first, after)
+        page = await reads.workflows(info, namespace, first, after, last, before)
         return Connection.of(page, Workflow.from_version)
 
     @strawberry.field(description="An instance by UUID or node id.")

@@ -115,6 +115,8 @@ class Connection(Generic[T]):
     def from_list(
         cls, items: Sequence[Any], first: int | None, after: str | None,
         key: Callable[[Any], Sequence[Any]], *, wrap: Callable[[Any], T] | None = None,
+        last: int | None = None, before: str | None = None,
     ) -> Connection[T]:  # fmt: skip
-        """A connection over a list already in memory, ordered by `key` ascending."""
-        return cls.of(page_of_list(items, first, after, key), wrap)
+        """A connection over a list already in memory, ordered by `key` ascending, paged
+        forward (`first/after`) or backward (`last/before`)."""
+        return cls.of(page_of_list(items, first, after, key, last, before), wrap)

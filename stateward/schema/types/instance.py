@@ -221,9 +221,10 @@ class Instance(Node):
 
     @strawberry.field(description="Instances this one spawned, oldest first.")
     async def children(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[Instance]:
-        page = await instances.children_of(info, self.instance_id, first, after)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[Instance]:  # fmt: skip
+        page = await instances.children_of(info, self.instance_id, first, after, last, before)
         return Connection.of(page, Instance.from_record)
 
     @strawberry.field(description="This instance's log, in seq order.")
@@ -241,10 +242,13 @@ class Instance(Node):
     @strawberry.field(description="Assignments of this instance, oldest first.")
     async def assignments(
         self, info: Info, first: int | None = None, after: str | None = None,
-        status: AssignmentStatus | None = None,
+        status: AssignmentStatus | None = None, last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Assignment]:  # fmt: skip
         wanted = None if status is None else str(status.value)
-        page = await instances.assignments_of(info, self.instance_id, first, after, wanted)
+        page = await instances.assignments_of(
+            info, self.instance_id, first, after, wanted, last, before
+        )
         return Connection.of(page, Assignment.from_record)
 
     @strawberry.field(description="Actions the viewer could perform now (role, state, guard).")

@@ -117,9 +117,10 @@ class Registry(Node):
 
     @strawberry.field(description="The latest version of each live workflow, by path.")
     async def workflows(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[WorkflowRef]:
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[WorkflowRef]:  # fmt: skip
         from stateward.schema.types.workflow import Workflow
 
-        page = await reads.workflows(info, self.namespace, first, after)
+        page = await reads.workflows(info, self.namespace, first, after, last, before)
         return Connection.of(page, Workflow.from_version)

@@ -385,22 +385,25 @@ class Workflow(Node):
 
     @strawberry.field(description="Every deployed version of this path, oldest first.")
     async def versions(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[Workflow]:
-        page = await reads.workflow_versions(info, self.path, first, after)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[Workflow]:  # fmt: skip
+        page = await reads.workflow_versions(info, self.path, first, after, last, before)
         return Connection.of(page, Workflow.from_version)
 
     @strawberry.field(description="Instances of this path (any version), oldest first.")
     async def instances(
         self, info: Info, first: int | None = None, after: str | None = None,
         status: InstanceStatus | None = None, state: str | None = None,
+        last: int | None = None, before: str | None = None,
     ) -> Connection[InstanceRef]:  # fmt: skip
         from stateward.schema.types.instance import Instance
 
         wanted = InstanceSearch(
             workflow=self.path, state=state, statuses=() if status is None else (str(status.value),)
         )
-        page = await search.instances(info, wanted, Ordering(), Window.of(first, after, None, None))
+        window = Window.of(first, after, last, before)
+        page = await search.instances(info, wanted, Ordering(), window)
         return Connection.of(page, Instance.from_record)
 
     @strawberry.field(

@@ -1,0 +1,176 @@
+"""Every connection pages both ways (issue 16): for each connection that took only
+`first/after` before, a forward walk (`first/after`) and a backward walk (`last/before`)
+over a small list are mirror images, `totalCount` equals the items walked, and both
+`first` and `last` (or a `last` beyond the limit) is the same INVALID_INPUT the other
+two-way connections give. On SQLite and PostgreSQL (the `api` fixture)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from graph_stack import Api, loan
+
+DEPLOY = "mutation($d:JSON!){addWorkflow(definition:$d){path}}"
+UPDATE = "mutation($d:JSON!){updateWorkflow(definition:$d){path}}"
+START = "mutation($w:String!,$d:JSON){startInstance(workflow:$w,data:$d){instanceId}}"
+ACT = (
+    "mutation($i:ID!,$a:String!,$in:JSON){performAction(instance:$i,action:$a,input:$in)"
+    "{instance{instanceId}}}"
+)
+ARGS = "first:$first,after:$after,last:$last,before:$before"
+VARS = "$first:Int,$after:String,$last:Int,$before:String"
+SELECTION = (
+    "{totalCount nodes{id} pageInfo{hasNextPage hasPreviousPage startCursor endCursor}}"
+)
+SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
+
+TASK: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/task",
+    "initial": "open",
+    "start": {"spawn_only": True},
+    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
+    "actions": {"finish": {"from": "open", "to": "done"}},
+}
+PARENT: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/order",
+    "initial": "draft",
+    "states": {
+        "draft": {"label": "Draft"},
+        "working": {"label": "Working"},
+        "ready": {"label": "Ready", "terminal": True},
+    },
+    "actions": {
+        "begin": {
+            "from": "draft",
+            "to": "working",
+            "spawn": [{"workflow": "ops/desk/task", "each": {"$ref": "data.teams"}}],
+        },
+    },
+}
+DESK: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/desk",
+    "initial": "left",
+    "states": {
+        "left": {"label": "Left", "assign": "analyst"},
+        "right": {"label": "Right", "assign": "analyst"},
+    },
+    "actions": {
+        "flip": {"from": "left", "to": "right"},
+        "flop": {"from": "right", "to": "left"},
+    },
+}
+
+
+async def _start(api: Api, workflow: str, data: dict[str, Any] | None = None) -> str:
+    found = await api.ok(START, {"w": workflow, "d": data or {}})
+    return str(found["startInstance"]["instanceId"])
+
+
+async def _workflows(api: Api, root: bool) -> tuple[str, list[str]]:
+    for n in range(SIZE):
+        await api.ok(DEPLOY, {"d": loan(f"acme/loans/w{n}")})
+    if root:
+        return f'query({VARS}){{workflows(namespace:"acme/loans",{ARGS}){SELECTION}}}', [
+            "workflows"
+        ]
+    return f'query({VARS}){{registry(namespace:"acme/loans"){{workflows({ARGS}){SELECTION}}}}}', [
+        "registry",
+        "workflows",
+    ]
+
+
+async def _query_workflows(api: Api) -> tuple[str, list[str]]:
+    return await _workflows(api, True)
+
+
+async def _registry_workflows(api: Api) -> tuple[str, list[str]]:
+    return await _workflows(api, False)
+
+
+async def _versions(api: Api) -> tuple[str, list[str]]:
+    for n in range(SIZE):
+        value = loan()
+        value["$description"] = f"version {n}"
+        await api.ok(UPDATE if n else DEPLOY, {"d": value})
+    path = "workflow,versions".split(",")
+    return f'query({VARS}){{workflow(path:"acme/loans/loan"){{versions({ARGS}){SELECTION}}}}}', path
+
+
+async def _workflow_instances(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": loan()})
+    for _ in range(SIZE):
+        await _start(api, "acme/loans/loan")
+    query = f'query({VARS}){{workflow(path:"acme/loans/loan"){{instances({ARGS}){SELECTION}}}}}'
+    return query, ["workflow", "instances"]
+
+
+async def _children(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": TASK})
+    await api.ok(DEPLOY, {"d": PARENT})
+    pid = await _start(api, "ops/desk/order", {"teams": [f"t{n}" for n in range(SIZE)]})
+    await api.ok(ACT, {"i": pid, "a": "begin", "in": {}})
+    return f'query({VARS}){{instance(id:"{pid}"){{children({ARGS}){SELECTION}}}}}', [
+        "instance",
+        "children",
+    ]
+
+
+async def _instance_assignments(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": DESK})
+    pid = await _start(api, "ops/desk/desk")
+    for n in range(SIZE - 1):  # one assignment per state entered: SIZE in all
+        await api.ok(ACT, {"i": pid, "a": "flip" if n % 2 == 0 else "flop", "in": {}})
+    return f'query({VARS}){{instance(id:"{pid}"){{assignments({ARGS}){SELECTION}}}}}', [
+        "instance",
+        "assignments",
+    ]
+
+
+CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
+    "Query.workflows": _query_workflows,
+    "Registry.workflows": _registry_workflows,
+    "Workflow.versions": _versions,
+    "Workflow.instances": _workflow_instances,
+    "Instance.children": _children,
+    "Instance.assignments": _instance_assignments,
+}
+
+
+def _dig(data: Any, path: list[str]) -> Any:
+    for name in path:
+        data = data[name]
+    return data
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_forward_and_backward_walks_are_mirror_images(api: Api, case: str) -> None:
+    query, path = await CASES[case](api)
+
+    async def walk(backward: bool) -> tuple[list[str], int]:
+        seen: list[str] = []
+        pages, cursor = 0, None
+        while True:
+            paging = {"last": 2, "before": cursor} if backward else {"first": 2, "after": cursor}
+            page = _dig(await api.ok(query, paging), path)
+            pages += 1
+            assert page["totalCount"] == SIZE
+            found = [node["id"] for node in page["nodes"]]
+            assert len(found) == (1 if pages == 3 else 2)
+            seen += found[::-1] if backward else found
+            info = page["pageInfo"]
+            if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+                return seen, pages
+            cursor = info["startCursor"] if backward else info["endCursor"]
+
+    forward, pages = await walk(False)
+    backward, back_pages = await walk(True)
+    assert len(set(forward)) == SIZE and pages == back_pages == 3
+    assert backward[::-1] == forward
+    for bad in ({"first": 1, "last": 1}, {"last": 101}):
+        body = await api.gql(query, bad)
+        assert body["errors"][0]["extensions"]["code"] == "INVALID_INPUT", (case, body)
