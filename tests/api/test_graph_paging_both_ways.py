@@ -21,9 +21,7 @@ ACT = (
 )
 ARGS = "first:$first,after:$after,last:$last,before:$before"
 VARS = "$first:Int,$after:String,$last:Int,$before:String"
-SELECTION = (
-    "{totalCount nodes{id} pageInfo{hasNextPage hasPreviousPage startCursor endCursor}}"
-)
+SELECTION = "{totalCount nodes{id} pageInfo{hasNextPage hasPreviousPage startCursor endCursor}}"
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
 
 TASK: dict[str, Any] = {
@@ -97,7 +95,7 @@ async def _versions(api: Api) -> tuple[str, list[str]]:
         value = loan()
         value["$description"] = f"version {n}"
         await api.ok(UPDATE if n else DEPLOY, {"d": value})
-    path = "workflow,versions".split(",")
+    path = ["workflow", "versions"]
     return f'query({VARS}){{workflow(path:"acme/loans/loan"){{versions({ARGS}){SELECTION}}}}}', path
 
 
