@@ -91,9 +91,20 @@ class EventRepository(Repository):
         return None if row is None else _record(row)
 
     async def for_process(
-        self, process_id: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        """Events of `process_id` with seq > `after_seq`, in seq order."""
+        self, process_id: str, *, after_seq: int = 0, limit: int | None = None,
+        before_seq: int | None = None,
+    ) -> list[StoredEvent]:  # fmt: skip
+        """Events of `process_id` with seq > `after_seq`, in seq order; with `before_seq`,
+        the last `limit` of those with seq < `before_seq` (still in seq order: one range
+        scan of the `(process_id, seq)` key read backward, to page backward)."""
+        if before_seq is not None:
+            back = select(E).where(
+                E.c.process_id == process_id, E.c.seq > after_seq, E.c.seq < before_seq
+            )
+            back = back.order_by(E.c.seq.desc())
+            if limit is not None:
+                back = back.limit(limit)
+            return [_record(r) for r in await self.session.execute(back)][::-1]
         stmt = select(E).where(E.c.process_id == process_id, E.c.seq > after_seq).order_by(E.c.seq)
         if limit is not None:
             stmt = stmt.limit(limit)

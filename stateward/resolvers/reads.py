@@ -24,11 +24,12 @@ from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import VersionedDefinition, loaders
 from stateward.resolvers.paging import (
     Page,
+    Window,
     decode_cursor,
+    encode_cursor,
     known_total,
     page_of,
     page_of_list,
-    page_size,
 )
 from stateward.runtime.access import registry
 from stateward.runtime.access.registry import DeployedWorkflow
@@ -140,13 +141,18 @@ async def instance(info: Info, ident: str) -> ProcessRecord:
 
 
 async def process_events(
-    info: Info, process: str, first: int | None, after: str | None
-) -> Page[StoredEvent]:
-    """`Query.events(process)` / `Instance.events`: a process's log in seq order."""
+    info: Info, process: str, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[StoredEvent]:  # fmt: skip
+    """`Query.events(process)` / `Instance.events`: a process's log in seq order, paged
+    forward (`first/after`) or backward (`last/before`); cursors `[seq]` both ways."""
     pid = local_id(process, "Instance")
     found = await loaders(info).process.load(pid)
     record = policy.readable_process(viewer(info), found, kind=None)
-    limit = page_size(first)
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        return await _process_events_backward(info, pid, record.seq, window)
+    limit = window.limit
     after_seq = 0
     if after is not None:
         values = decode_cursor(after)
@@ -156,6 +162,23 @@ async def process_events(
     rows = await queries.process_events(runtime(info), pid, after_seq=after_seq, limit=limit + 1)
     page = page_of(rows, limit, key=lambda e: (e.seq,), has_previous=after_seq > 0)
     return page.counted(known_total(record.seq))
+
+
+async def _process_events_backward(
+    info: Info, pid: str, seq: int, window: Window
+) -> Page[StoredEvent]:
+    mark = None
+    if window.cursor is not None:
+        values = decode_cursor(window.cursor, "/before")
+        if not values or not isinstance(values[0], int):
+            raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/before")
+        mark = values[0]
+    below = seq + 1 if mark is None else mark
+    n = window.limit
+    rows = await queries.process_events(runtime(info), pid, limit=n + 1, before_seq=below)
+    items = rows[max(0, len(rows) - n) :]
+    cursors = [encode_cursor((e.seq,)) for e in items]
+    return Page(items, cursors, mark is not None, len(rows) > n, known_total(seq))
 
 
 async def verify_process(info: Info, ident: str) -> VerificationReport:

@@ -285,9 +285,10 @@ class Query:
 
     @strawberry.field(description="A process's signed log (instance or registry), by seq.")
     async def events(
-        self, info: Info, process: strawberry.ID, first: int | None = None, after: str | None = None
-    ) -> Connection[Event]:
-        page = await reads.process_events(info, process, first, after)
+        self, info: Info, process: strawberry.ID, first: int | None = None,
+        after: str | None = None, last: int | None = None, before: str | None = None,
+    ) -> Connection[Event]:  # fmt: skip
+        page = await reads.process_events(info, process, first, after, last, before)
         return Connection.of(page, Event.from_record)
 
     @strawberry.field(

@@ -129,6 +129,25 @@ async def _instance_assignments(api: Api) -> tuple[str, list[str]]:
     ]
 
 
+async def _events(api: Api, root: bool) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": DESK})
+    pid = await _start(api, "ops/desk/desk")  # the start is event 1
+    for n in range(SIZE - 1):
+        await api.ok(ACT, {"i": pid, "a": "flip" if n % 2 == 0 else "flop", "in": {}})
+    if root:
+        return f'query({VARS}){{events(process:"{pid}",{ARGS}){SELECTION}}}', ["events"]
+    query = f'query({VARS}){{instance(id:"{pid}"){{events({ARGS}){SELECTION}}}}}'
+    return query, ["instance", "events"]
+
+
+async def _query_events(api: Api) -> tuple[str, list[str]]:
+    return await _events(api, True)
+
+
+async def _instance_events(api: Api) -> tuple[str, list[str]]:
+    return await _events(api, False)
+
+
 CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.workflows": _query_workflows,
     "Registry.workflows": _registry_workflows,
@@ -136,6 +155,8 @@ CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Workflow.instances": _workflow_instances,
     "Instance.children": _children,
     "Instance.assignments": _instance_assignments,
+    "Query.events": _query_events,
+    "Instance.events": _instance_events,
 }
 
 

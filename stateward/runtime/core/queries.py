@@ -134,11 +134,15 @@ async def get_process(runtime: Runtime, process_id: str) -> ProcessRecord | None
 
 
 async def process_events(
-    runtime: Runtime, process_id: str, *, after_seq: int = 0, limit: int = 50
-) -> list[StoredEvent]:
-    """Events of `process_id` with seq > `after_seq`, in seq order."""
+    runtime: Runtime, process_id: str, *, after_seq: int = 0, limit: int = 50,
+    before_seq: int | None = None,
+) -> list[StoredEvent]:  # fmt: skip
+    """Events of `process_id` with seq > `after_seq`, in seq order (with `before_seq`: the
+    last `limit` below it, in seq order)."""
     async with runtime.uow(readonly=True) as uow:
-        return await uow.events.for_process(process_id, after_seq=after_seq, limit=limit)
+        return await uow.events.for_process(
+            process_id, after_seq=after_seq, limit=limit, before_seq=before_seq
+        )
 
 
 async def workflow_versions(runtime: Runtime, path: str) -> list[WorkflowVersionRecord]:

@@ -229,9 +229,10 @@ class Instance(Node):
 
     @strawberry.field(description="This instance's log, in seq order.")
     async def events(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[Event]:
-        page = await reads.process_events(info, self.instance_id, first, after)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[Event]:  # fmt: skip
+        page = await reads.process_events(info, self.instance_id, first, after, last, before)
         return Connection.of(page, Event.from_record)
 
     @strawberry.field(description="The last `count` events (at most 20), in seq order.")
