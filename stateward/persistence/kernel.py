@@ -271,13 +271,16 @@ class KernelRepository(Repository):
 
     async def deliveries(
         self, namespace: str | None = None, *, limit: int = 100, status: str | None = None,
-        before_id: int | None = None,
+        before_id: int | None = None, newer_than: int | None = None,
     ) -> list[DeliveryRecord]:  # fmt: skip
         """Webhook deliveries (of one namespace / status when given), newest first; with
-        `before_id`, only those older than that delivery (keyset paging). A namespace's
+        `before_id`, only those older than that delivery (keyset paging); with
+        `newer_than`, those above that id, oldest first (to page backward). A namespace's
         include those of its workflows' own webhooks (scope `workflow:<ns>/...`) and of its
         surfaces' (scope `surface:<ns>:...`)."""
         stmt = select(D).order_by(D.c.id.desc()).limit(limit)
+        if newer_than is not None:
+            stmt = select(D).where(D.c.id > newer_than).order_by(D.c.id.asc()).limit(limit)
         if namespace is not None:
             own = D.c.namespace.startswith(f"workflow:{namespace}/", autoescape=True)
             surface = D.c.namespace.startswith(f"surface:{namespace}:", autoescape=True)

@@ -167,10 +167,16 @@ class LogRepository(Repository):
         return None if row is None else to_record(CheckpointRecord, row)
 
     async def checkpoints(
-        self, *, after_id: int = 0, limit: int | None = None
-    ) -> list[CheckpointRecord]:
-        """Checkpoints with id > `after_id`, oldest first."""
+        self, *, after_id: int = 0, limit: int | None = None, newest_first: bool = False,
+        before_id: int | None = None,
+    ) -> list[CheckpointRecord]:  # fmt: skip
+        """Checkpoints with id > `after_id`, oldest first (`newest_first`: those below
+        `before_id` when given, newest first, to page backward)."""
         stmt = select(C).where(C.c.id > after_id).order_by(C.c.id)
+        if newest_first:
+            stmt = select(C).order_by(C.c.id.desc())
+            if before_id is not None:
+                stmt = stmt.where(C.c.id < before_id)
         if limit is not None:
             stmt = stmt.limit(limit)
         return [to_record(CheckpointRecord, r) for r in await self.session.execute(stmt)]

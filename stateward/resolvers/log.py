@@ -11,7 +11,7 @@ from stateward.records import CheckpointRecord
 from stateward.resolvers.context import require_read, runtime, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.loaders import loaders
-from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.resolvers.paging import Page, Window, decode_cursor, id_mark, mirrored_page, page_of
 from stateward.runtime.insight import checkpoints, proofs
 
 
@@ -22,11 +22,19 @@ async def latest_checkpoint(info: Info) -> CheckpointRecord | None:
 
 
 async def checkpoint_page(
-    info: Info, first: int | None, after: str | None
-) -> Page[CheckpointRecord]:
-    """`Query.checkpoints(first, after)`: every kept checkpoint, oldest first."""
+    info: Info, first: int | None, after: str | None, last: int | None = None,
+    before: str | None = None,
+) -> Page[CheckpointRecord]:  # fmt: skip
+    """`Query.checkpoints(first, after, last, before)`: every kept checkpoint, oldest
+    first, paged both ways (cursors `[id]`)."""
     viewer(info)
-    limit, after_id = page_size(first), 0
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        rows = await checkpoints.page(
+            runtime(info), limit=window.limit + 1, newest_first=True, before_id=id_mark(window)
+        )
+        return mirrored_page(window, rows, key=lambda c: (c.id,))
+    limit, after_id = window.limit, 0
     if after is not None:
         values = decode_cursor(after)
         if not values or not isinstance(values[0], int):

@@ -146,6 +146,27 @@ class Window:
         return values[1], values[2]
 
 
+def id_mark(window: Window) -> int | None:
+    """The id of a window's `[id]` cursor (listings keyed by an integer id alone)."""
+    if window.cursor is None:
+        return None
+    pointer = "/before" if window.backward else "/after"
+    values = decode_cursor(window.cursor, pointer)
+    if not values or not isinstance(values[0], int) or isinstance(values[0], bool):
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer)
+    return values[0]
+
+
+def mirrored_page(window: Window, rows: Sequence[T], key: Callable[[T], Sequence[Any]]) -> Page[T]:
+    """The backward page of `rows`, fetched with `window.limit + 1` past the `before`
+    cursor in the listing's mirrored order: reversed into the listing's order, with the
+    same cursors forward paging makes."""
+    n = window.limit
+    items = list(rows[:n])[::-1]
+    cursors = [encode_cursor(key(i)) for i in items]
+    return Page(items, cursors, window.cursor is not None, len(rows) > n)
+
+
 def keyset_page(
     window: Window, rows: Sequence[T], positions: Sequence[tuple[Any, str]], tag: str
 ) -> Page[T]:

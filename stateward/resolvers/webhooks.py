@@ -13,7 +13,7 @@ from stateward.domain.errors import FORBIDDEN, INVALID_INPUT, DomainError
 from stateward.domain.paths import is_namespace
 from stateward.records import DeliveryRecord
 from stateward.resolvers.context import require_read, runtime
-from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.resolvers.paging import Page, Window, decode_cursor, id_mark, mirrored_page, page_of
 from stateward.runtime.access.auth import ADMIN
 from stateward.runtime.sweeps import webhooks
 
@@ -30,9 +30,11 @@ def _before(after: str | None) -> int | None:
 
 
 async def webhook_deliveries(
-    info: Info, namespace: str, status: str | None, first: int | None, after: str | None
-) -> Page[DeliveryRecord]:
-    """`Query.webhookDeliveries(namespace, status)`: newest first, admins of it only."""
+    info: Info, namespace: str, status: str | None, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[DeliveryRecord]:  # fmt: skip
+    """`Query.webhookDeliveries(namespace, status)`: newest first, admins of it only;
+    paged both ways (cursors `[id]`: `before` pages to the newer ones)."""
     if not is_namespace(namespace):
         raise DomainError(INVALID_INPUT, f"{namespace!r} is not a namespace", pointer="/namespace")
     if status is not None and status not in STATUSES:
@@ -41,8 +43,16 @@ async def webhook_deliveries(
     me = require_read(info, namespace, "namespace")
     if ADMIN not in me.roles_in(namespace):
         raise DomainError(FORBIDDEN, f"only an admin of {namespace} sees its webhook deliveries")
-    limit, before = page_size(first), _before(after)
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        newer = id_mark(window)
+        rows = await webhooks.list_deliveries(
+            runtime(info), namespace, window.limit + 1, status=status,
+            newer_than=0 if newer is None else newer,
+        )  # fmt: skip
+        return mirrored_page(window, rows, key=lambda d: (d.id,))
+    limit, older = window.limit, _before(after)
     rows = await webhooks.list_deliveries(
-        runtime(info), namespace, limit + 1, status=status, before_id=before
+        runtime(info), namespace, limit + 1, status=status, before_id=older
     )
-    return page_of(rows, limit, key=lambda d: (d.id,), has_previous=before is not None)
+    return page_of(rows, limit, key=lambda d: (d.id,), has_previous=older is not None)

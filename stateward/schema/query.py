@@ -335,10 +335,13 @@ class Query:
     @strawberry.field(description="A namespace's webhook deliveries, newest first (admins).")
     async def webhook_deliveries(
         self, info: Info, namespace: str, status: WebhookDeliveryStatus | None = None,
-        first: int | None = None, after: str | None = None,
+        first: int | None = None, after: str | None = None, last: int | None = None,
+        before: str | None = None,
     ) -> Connection[WebhookDelivery]:  # fmt: skip
         wanted = None if status is None else str(status.value)
-        page = await webhooks.webhook_deliveries(info, namespace, wanted, first, after)
+        page = await webhooks.webhook_deliveries(
+            info, namespace, wanted, first, after, last, before
+        )
         return Connection.of(page, WebhookDelivery.from_record)
 
     @strawberry.field(description="A visitor's view of its instance (no login needed).")
@@ -371,9 +374,11 @@ class Query:
 
     @strawberry.field(description="Every kept checkpoint of the deployment log, oldest first.")
     async def checkpoints(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[Checkpoint]:
-        return Connection.of(await log.checkpoint_page(info, first, after), Checkpoint.from_record)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[Checkpoint]:  # fmt: skip
+        page = await log.checkpoint_page(info, first, after, last, before)
+        return Connection.of(page, Checkpoint.from_record)
 
     @strawberry.field(description="RFC 9162 inclusion proof of event `seq` of `process` in "
                       "the tree of `size` leaves (default: the current tree).")  # fmt: skip

@@ -77,10 +77,16 @@ async def latest(runtime: Runtime) -> CheckpointRecord | None:
         return await uow.log.latest_checkpoint()
 
 
-async def page(runtime: Runtime, *, after_id: int = 0, limit: int = 50) -> list[CheckpointRecord]:
-    """Checkpoints after `after_id`, oldest first (for connections)."""
+async def page(
+    runtime: Runtime, *, after_id: int = 0, limit: int = 50, newest_first: bool = False,
+    before_id: int | None = None,
+) -> list[CheckpointRecord]:  # fmt: skip
+    """Checkpoints after `after_id`, oldest first (for connections); `newest_first`: those
+    below `before_id`, newest first (to page backward)."""
     async with runtime.uow(readonly=True) as uow:
-        return await uow.log.checkpoints(after_id=after_id, limit=limit)
+        return await uow.log.checkpoints(
+            after_id=after_id, limit=limit, newest_first=newest_first, before_id=before_id
+        )
 
 
 class Checkpointer:

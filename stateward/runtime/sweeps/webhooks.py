@@ -240,11 +240,12 @@ async def _record(
 
 async def list_deliveries(
     runtime: Runtime, namespace: str | None = None, limit: int = 100, *,
-    status: str | None = None, before_id: int | None = None,
+    status: str | None = None, before_id: int | None = None, newer_than: int | None = None,
 ) -> list[DeliveryRecord]:  # fmt: skip
     """Webhook deliveries with their attempts, last error and status, newest first
-    (of one namespace / status when given; older than `before_id` when given)."""
+    (of one namespace / status when given; older than `before_id` when given; with
+    `newer_than`, those above that id, oldest first, to page backward)."""
     async with runtime.uow(readonly=True) as uow:
         return await kernel_repo(uow).deliveries(
-            namespace, limit=limit, status=status, before_id=before_id
+            namespace, limit=limit, status=status, before_id=before_id, newer_than=newer_than
         )
