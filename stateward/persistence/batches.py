@@ -8,7 +8,9 @@ from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, insert, or_, select, update
 
+from stateward.persistence import keyset
 from stateward.persistence.base import Repository, chunks, to_record
+from stateward.persistence.keyset import SortKey
 from stateward.persistence.models_batches import BatchItem, BatchOperation
 from stateward.records import BatchItemRecord, BatchRecord
 
@@ -46,10 +48,20 @@ class BatchRepository(Repository):
         return None if row is None else to_record(BatchRecord, row)
 
     async def page(
-        self, limit: int, before: tuple[datetime, str] | None, created_by: str | None
-    ) -> list[BatchRecord]:
+        self, limit: int, before: tuple[datetime, str] | None, created_by: str | None,
+        backward: bool = False,
+    ) -> list[BatchRecord]:  # fmt: skip
         """Batches newest first, after the (created_at, id) position `before`; only those of
-        `created_by` unless None."""
+        `created_by` unless None. `backward`: the mirrored order (oldest first), the ones
+        newer than `before` (to page backward; the caller reverses them)."""
+        if backward:
+            keys = [SortKey(B.c.created_at, descending=True), SortKey(B.c.id, descending=True)]
+            back = select(B).order_by(*keyset.order_by(keys, backward=True)).limit(limit)
+            if created_by is not None:
+                back = back.where(B.c.created_by == created_by)
+            if before is not None:
+                back = back.where(keyset.after(keys, before, backward=True))
+            return [to_record(BatchRecord, r) for r in await self.session.execute(back)]
         stmt = select(B).order_by(B.c.created_at.desc(), B.c.id.desc()).limit(limit)
         if created_by is not None:
             stmt = stmt.where(B.c.created_by == created_by)
@@ -133,8 +145,18 @@ class BatchRepository(Repository):
         )
         await self.session.execute(stmt)
 
-    async def errors(self, batch_id: str, after: int, limit: int) -> list[BatchItemRecord]:
-        """Failed items after position `after`, by position."""
+    async def errors(
+        self, batch_id: str, after: int, limit: int, before: int | None = None,
+        backward: bool = False,
+    ) -> list[BatchItemRecord]:  # fmt: skip
+        """Failed items after position `after`, by position (`backward`: those below
+        `before` when given, last position first, to page backward)."""
+        if backward:
+            back = select(I).where(I.c.batch_id == batch_id, I.c.status == FAILED)
+            if before is not None:
+                back = back.where(I.c.position < before)
+            back = back.order_by(I.c.position.desc()).limit(limit)
+            return [to_record(BatchItemRecord, r) for r in await self.session.execute(back)]
         stmt = (
             select(I)
             .where(I.c.batch_id == batch_id, I.c.status == FAILED, I.c.position > after)

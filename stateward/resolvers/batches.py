@@ -14,7 +14,7 @@ from stateward.domain.search import InstanceSearch
 from stateward.records import BatchItemRecord, BatchRecord
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.resolvers.paging import Page, Window, decode_cursor, id_mark, mirrored_page, page_of
 from stateward.resolvers.search import resolve_ids
 from stateward.runtime.batches import bulk
 
@@ -76,24 +76,53 @@ def _key(batch: BatchRecord) -> list[Any]:
     return [batch.created_at.isoformat(), batch.id]
 
 
-async def batch_operations(info: Info, first: int | None, after: str | None) -> Page[BatchRecord]:
-    """`batchOperations(first, after)`: newest first."""
-    limit = page_size(first)
-    before = None
+def _batch_mark(window: Window) -> tuple[datetime, str] | None:
+    if window.cursor is None:
+        return None
+    mark = decode_cursor(window.cursor, "/before")
+    try:
+        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
+            raise ValueError(mark)
+        return datetime.fromisoformat(mark[0]), mark[1]
+    except ValueError:
+        raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/before") from None
+
+
+async def batch_operations(
+    info: Info, first: int | None, after: str | None, last: int | None = None,
+    before: str | None = None,
+) -> Page[BatchRecord]:  # fmt: skip
+    """`batchOperations(first, after, last, before)`: newest first, paged both ways
+    (`before` pages to the newer ones)."""
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        rt, actor = runtime(info), viewer(info).actor
+        found = await bulk.listing(rt, actor, window.limit + 1, _batch_mark(window), True)
+        return mirrored_page(window, found, _key)
+    limit = window.limit
+    older = None
     if after is not None:
         mark = decode_cursor(after)
         if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
             raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
-        before = (datetime.fromisoformat(mark[0]), mark[1])
-    found = await bulk.listing(runtime(info), viewer(info).actor, limit + 1, before)
+        older = (datetime.fromisoformat(mark[0]), mark[1])
+    found = await bulk.listing(runtime(info), viewer(info).actor, limit + 1, older)
     return page_of(found, limit, _key, has_previous=after is not None)
 
 
 async def errors(
-    info: Info, batch: BatchRecord, first: int | None, after: str | None
-) -> Page[BatchItemRecord]:
-    """`BatchOperation.errors(first, after)`: failed instances, by position."""
-    limit = page_size(first)
+    info: Info, batch: BatchRecord, first: int | None, after: str | None,
+    last: int | None = None, before: str | None = None,
+) -> Page[BatchItemRecord]:  # fmt: skip
+    """`BatchOperation.errors(first, after, last, before)`: failed instances, by
+    position, paged both ways (cursors `[position]`)."""
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        found = await bulk.errors(
+            runtime(info), batch.id, -1, window.limit + 1, id_mark(window), backward=True
+        )
+        return mirrored_page(window, found, lambda i: [i.position])
+    limit = window.limit
     position = -1
     if after is not None:
         mark = decode_cursor(after)

@@ -105,9 +105,10 @@ class Query:
 
     @strawberry.field(description="Bulk operations, newest first (the viewer's own).")
     async def batch_operations(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[BatchOperation]:
-        page = await batches.batch_operations(info, first, after)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[BatchOperation]:  # fmt: skip
+        page = await batches.batch_operations(info, first, after, last, before)
         return Connection.of(page, BatchOperation.from_record)
 
     @strawberry.field(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from graph_stack import Api, loan
 
+from stateward.runtime.batches import bulk
 from stateward.runtime.insight.checkpoints import checkpoint
 from stateward.runtime.sweeps import webhooks
 
@@ -27,7 +28,12 @@ VARS = "$first:Int,$after:String,$last:Int,$before:String"
 PAGE_INFO = "pageInfo{hasNextPage hasPreviousPage startCursor endCursor}"
 SELECTION = "{totalCount nodes{id} " + PAGE_INFO + "}"
 #: Lists whose `totalCount` is not counted (null), as documented on `Connection`.
-UNCOUNTED = {"Query.checkpoints", "Query.webhookDeliveries"}
+UNCOUNTED = {
+    "Query.checkpoints",
+    "Query.webhookDeliveries",
+    "Query.batchOperations",
+    "BatchOperation.errors",
+}
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
 
 TASK: dict[str, Any] = {
@@ -175,6 +181,32 @@ async def _webhook_deliveries(api: Api) -> tuple[str, list[str]]:
     return query, ["webhookDeliveries"]
 
 
+async def _batch_operations(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": loan()})
+    await _start(api, "acme/loans/loan")
+    for _ in range(SIZE):
+        await api.ok('mutation{bulkCancel(filter:{workflow:"acme/loans/loan"}){id}}')
+    return f"query({VARS}){{batchOperations({ARGS}){SELECTION}}}", ["batchOperations"]
+
+
+async def _batch_errors(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": loan()})
+    for _ in range(SIZE):  # each already in review: `submit` fails on all of them
+        pid = await _start(api, "acme/loans/loan")
+        await api.ok(ACT, {"i": pid, "a": "submit", "in": {"fields": {"amount": 5}}})
+    made = await api.ok(
+        'mutation{bulkAction(filter:{workflow:"acme/loans/loan"},action:"submit",'
+        "input:{fields:{amount:7}}){id}}"
+    )
+    await bulk.process_running(api.runtime)
+    bid = made["bulkAction"]["id"]
+    errors = f"errors({ARGS}){{totalCount nodes{{id:instanceId}} {PAGE_INFO}}}"
+    return f'query({VARS}){{batchOperation(id:"{bid}"){{{errors}}}}}', [
+        "batchOperation",
+        "errors",
+    ]
+
+
 CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.workflows": _query_workflows,
     "Registry.workflows": _registry_workflows,
@@ -186,6 +218,8 @@ CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Instance.events": _instance_events,
     "Query.checkpoints": _checkpoints,
     "Query.webhookDeliveries": _webhook_deliveries,
+    "Query.batchOperations": _batch_operations,
+    "BatchOperation.errors": _batch_errors,
 }
 
 

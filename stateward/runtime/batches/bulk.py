@@ -443,12 +443,14 @@ async def wait(
 
 
 async def listing(
-    runtime: Runtime, actor: str, limit: int, before: tuple[datetime, str] | None
-) -> list[BatchRecord]:
-    """Batches the actor may see, newest first: its own; every batch for a system admin."""
+    runtime: Runtime, actor: str, limit: int, before: tuple[datetime, str] | None,
+    backward: bool = False,
+) -> list[BatchRecord]:  # fmt: skip
+    """Batches the actor may see, newest first: its own; every batch for a system admin
+    (`backward`: the newer ones than `before`, oldest first, to page backward)."""
     async with runtime.uow(readonly=True) as uow:
         admin = await _system_admin(uow, actor)
-        return await uow.batches.page(limit, before, None if admin else actor)
+        return await uow.batches.page(limit, before, None if admin else actor, backward)
 
 
 async def visible(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
@@ -461,7 +463,11 @@ async def visible(runtime: Runtime, actor: str, batch_id: str) -> BatchRecord:
     return batch
 
 
-async def errors(runtime: Runtime, batch_id: str, after: int, limit: int) -> list[BatchItemRecord]:
-    """A page of a batch's failed items (by position)."""
+async def errors(
+    runtime: Runtime, batch_id: str, after: int, limit: int, before: int | None = None,
+    backward: bool = False,
+) -> list[BatchItemRecord]:  # fmt: skip
+    """A page of a batch's failed items (by position; `backward`: below `before`, last
+    first)."""
     async with runtime.uow(readonly=True) as uow:
-        return await uow.batches.errors(batch_id, after, limit)
+        return await uow.batches.errors(batch_id, after, limit, before, backward)

@@ -46,9 +46,10 @@ class BatchOperation(Node):
 
     @strawberry.field(description="The instances it failed on, with the reason.")
     async def errors(
-        self, info: Info, first: int | None = None, after: str | None = None
-    ) -> Connection[BatchError]:
-        page = await batches.errors(info, self._record, first, after)
+        self, info: Info, first: int | None = None, after: str | None = None,
+        last: int | None = None, before: str | None = None,
+    ) -> Connection[BatchError]:  # fmt: skip
+        page = await batches.errors(info, self._record, first, after, last, before)
         return Connection.of(page, BatchError.from_record)
 
     @classmethod
