@@ -9,7 +9,9 @@ from typing import Any, cast
 
 from sqlalchemy import Select, Table, and_, func, insert, or_, select, update
 
+from stateward.persistence import keyset
 from stateward.persistence.base import Repository, to_record
+from stateward.persistence.keyset import SortKey
 from stateward.persistence.models_incidents import Incident
 from stateward.records import IncidentRecord
 
@@ -89,9 +91,18 @@ class IncidentRepository(Repository):
         )
 
     async def page(
-        self, query: IncidentQuery, limit: int, after: tuple[datetime, str] | None
-    ) -> list[IncidentRecord]:
-        """Incidents newest first by (created_at, id), after the keyset position `after`."""
+        self, query: IncidentQuery, limit: int, after: tuple[datetime, str] | None,
+        backward: bool = False,
+    ) -> list[IncidentRecord]:  # fmt: skip
+        """Incidents newest first by (created_at, id), after the keyset position `after`
+        (`backward`: the mirrored order, oldest first, the ones newer than `after`)."""
+        if backward:
+            keys = [SortKey(T.c.created_at, descending=True), SortKey(T.c.id, descending=True)]
+            back = self._where(select(T), query)
+            if after is not None:
+                back = back.where(keyset.after(keys, after, backward=True))
+            back = back.order_by(*keyset.order_by(keys, backward=True)).limit(limit)
+            return [to_record(IncidentRecord, r) for r in await self.session.execute(back)]
         stmt = self._where(select(T), query)
         if after is not None:
             at, ident = after

@@ -16,7 +16,7 @@ from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.records import IncidentRecord, ProcessRecord
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, decode_cursor, encode_cursor, page_size
+from stateward.resolvers.paging import Page, Window, decode_cursor, encode_cursor
 from stateward.runtime.core.act import ActResult
 from stateward.runtime.core.queries import get_process
 from stateward.runtime.operate import incidents as ops
@@ -36,26 +36,36 @@ async def incidents(
     instance: str | None,
     first: int | None,
     after: str | None,
+    last: int | None = None,
+    before: str | None = None,
 ) -> Page[IncidentRecord]:
-    """`incidents(filter, first, after)`: newest first, in the viewer's operable namespaces."""
-    limit = page_size(first)
-    before = None
-    if after is not None:
-        mark = decode_cursor(after)
+    """`incidents(filter, first, after, last, before)`: newest first, in the viewer's
+    operable namespaces, paged both ways (`before` pages to the newer ones)."""
+    window = Window.of(first, after, last, before)
+    limit = window.limit
+    pointer = "/before" if window.backward else "/after"
+    position = None
+    if window.cursor is not None:
+        mark = decode_cursor(window.cursor, pointer)
         if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
-            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
+            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer=pointer)
         try:
-            before = (datetime.fromisoformat(mark[0]), mark[1])
+            position = (datetime.fromisoformat(mark[0]), mark[1])
         except ValueError as exc:
             raise DomainError(INVALID_INPUT, "not a cursor of this list",
-                              pointer="/after") from exc  # fmt: skip
+                              pointer=pointer) from exc  # fmt: skip
     query = IncidentQuery(
         namespace=namespace, workflow=workflow, kinds=tuple(kinds), resolved=resolved,
         process_id=local_id(instance, "Instance") if instance else None,
     )  # fmt: skip
-    found = await ops.incidents_for(runtime(info), viewer(info).actor, query, limit, before)
-    cursors = [encode_cursor(_key(i)) for i in found.items]
-    return Page(found.items, cursors, found.has_next, after is not None)
+    found = await ops.incidents_for(
+        runtime(info), viewer(info).actor, query, limit, position, window.backward
+    )
+    items = found.items[::-1] if window.backward else found.items
+    cursors = [encode_cursor(_key(i)) for i in items]
+    if window.backward:
+        return Page(items, cursors, position is not None, found.has_next)
+    return Page(items, cursors, found.has_next, after is not None)
 
 
 async def incident(info: Info, ident: str) -> IncidentRecord:

@@ -127,11 +127,13 @@ class Query:
         after: Annotated[
             str | None, strawberry.argument(description="The cursor to page after.")
         ] = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Incident]:
         f = filter or IncidentFilter()
         page = await incidents.incidents(
             info, f.namespace, f.workflow, [str(k.value) for k in f.kind or ()], f.resolved,
-            f.instance, first, after,
+            f.instance, first, after, last, before,
         )  # fmt: skip
         return Connection.of(page, Incident.from_record)
 

@@ -6,12 +6,14 @@ two-way connections give. On SQLite and PostgreSQL (the `api` fixture)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from graph_stack import Api, loan
 
+from stateward.records import IncidentRecord
 from stateward.runtime.batches import bulk
 from stateward.runtime.insight.checkpoints import checkpoint
 from stateward.runtime.sweeps import webhooks
@@ -33,6 +35,7 @@ UNCOUNTED = {
     "Query.webhookDeliveries",
     "Query.batchOperations",
     "BatchOperation.errors",
+    "Query.incidents",
 }
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
 
@@ -207,6 +210,22 @@ async def _batch_errors(api: Api) -> tuple[str, list[str]]:
     ]
 
 
+async def _incidents(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": loan()})
+    pids = [await _start(api, "acme/loans/loan") for _ in range(SIZE)]
+    async with api.runtime.uow() as uow:
+        for n, pid in enumerate(pids):
+            record = IncidentRecord(
+                id=str(uuid.uuid4()), process_id=pid, namespace="acme/loans",
+                workflow="acme/loans/loan", kind="HOOK_FAILED", state="intake",
+                message=f"failure {n}", attempts=1, opened_seq=1,
+                created_at=api.runtime.clock.now(),
+            )  # fmt: skip
+            await uow.incidents.add(record)
+        await uow.commit()
+    return f"query({VARS}){{incidents({ARGS}){SELECTION}}}", ["incidents"]
+
+
 CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.workflows": _query_workflows,
     "Registry.workflows": _registry_workflows,
@@ -220,6 +239,7 @@ CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.webhookDeliveries": _webhook_deliveries,
     "Query.batchOperations": _batch_operations,
     "BatchOperation.errors": _batch_errors,
+    "Query.incidents": _incidents,
 }
 
 

@@ -326,9 +326,11 @@ async def list_incidents(
     query: IncidentQuery,
     first: int,
     after: tuple[datetime, str] | None,
+    backward: bool = False,
 ) -> IncidentPage:
     """A page of incidents newest first, limited to `namespaces` (None: all; the caller's
-    operable namespaces, see `batches.bulk.operable_namespaces`)."""
+    operable namespaces, see `batches.bulk.operable_namespaces`). `backward`: the ones
+    newer than `after`, oldest first (`has_next`: more of them), to page backward."""
     if first < 0 or first > MAX_PAGE:
         raise DomainError(INVALID_INPUT, f"first must be 0..{MAX_PAGE}", pointer="/first")
     scoped = IncidentQuery(
@@ -336,7 +338,7 @@ async def list_incidents(
         kinds=check_kinds(query.kinds), resolved=query.resolved, process_id=query.process_id,
     )  # fmt: skip
     async with runtime.uow(readonly=True) as uow:
-        rows = await uow.incidents.page(scoped, first + 1, after)
+        rows = await uow.incidents.page(scoped, first + 1, after, backward)
     return IncidentPage(rows[:first], len(rows) > first)
 
 
@@ -360,10 +362,11 @@ async def incidents_for(
     query: IncidentQuery,
     first: int,
     after: tuple[datetime, str] | None,
+    backward: bool = False,
 ) -> IncidentPage:
     """`incidents(filter)` for `actor`: only its operable namespaces, whatever the filter."""
     return await list_incidents(
-        runtime, await operable_namespaces(runtime, actor), query, first, after
+        runtime, await operable_namespaces(runtime, actor), query, first, after, backward
     )
 
 
