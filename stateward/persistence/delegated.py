@@ -13,7 +13,9 @@ from typing import Any, cast
 
 from sqlalchemy import Table, insert, or_, select, update
 
+from stateward.persistence import keyset
 from stateward.persistence.base import Repository, to_record
+from stateward.persistence.keyset import SortKey
 from stateward.persistence.models_ops import DelegatedTask
 from stateward.records import DelegatedTaskRecord
 
@@ -102,11 +104,20 @@ class DelegatedTaskRepository(Repository):
         available_only: bool,
         after: tuple[datetime, str] | None,
         limit: int,
+        backward: bool = False,
     ) -> list[DelegatedTaskRecord]:
         """Open tasks of `namespaces` and the namespaces below them (of `surface` when
         given), oldest first, keyset-paged past `after`; `available_only` leaves out
-        those under an unexpired lease."""
+        those under an unexpired lease. `backward`: the mirrored order (newest first),
+        the ones older than `after` (to page backward; the caller reverses them)."""
         stmt = select(T).where(T.c.status == OPEN).order_by(T.c.created_at, T.c.id).limit(limit)
+        keys = [SortKey(T.c.created_at), SortKey(T.c.id)]
+        if backward:
+            stmt = select(T).where(T.c.status == OPEN)
+            stmt = stmt.order_by(*keyset.order_by(keys, backward=True)).limit(limit)
+            if after is not None:
+                stmt = stmt.where(keyset.after(keys, after, backward=True))
+                after = None
         if "system" not in namespaces:  # a grant in `system` covers every namespace
             stmt = stmt.where(
                 or_(

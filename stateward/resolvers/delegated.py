@@ -10,37 +10,47 @@ from strawberry.types import Info
 from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, decode_cursor, page_of, page_size
+from stateward.resolvers.paging import Page, Window, decode_cursor, mirrored_page, page_of
 from stateward.runtime.core.act import ActResult
 from stateward.runtime.delegated import tasks
 from stateward.runtime.delegated.tasks import DelegatedTask, LockedTask
 
 
-def _after(after: str | None) -> tuple[datetime, str] | None:
+def _after(after: str | None, pointer: str = "/after") -> tuple[datetime, str] | None:
     if after is None:
         return None
-    values = decode_cursor(after)
+    values = decode_cursor(after, pointer)
     try:
         created, ident = values
         return datetime.fromisoformat(created), str(ident)
     except (TypeError, ValueError):
-        raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after") from None
+        raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer) from None
 
 
 async def delegated_tasks(
     info: Info, surface: str | None, namespace: str | None, available_only: bool,
-    first: int | None, after: str | None,
+    first: int | None, after: str | None, last: int | None = None, before: str | None = None,
 ) -> Page[DelegatedTask]:  # fmt: skip
-    """`Query.delegatedTasks`: open tasks the viewer may work on, oldest first."""
-    limit = page_size(first)
+    """`Query.delegatedTasks`: open tasks the viewer may work on, oldest first, paged
+    both ways (cursors `[created_at, id]`)."""
+    window = Window.of(first, after, last, before)
+    if window.backward:
+        rows = await tasks.delegated_tasks(
+            runtime(info), viewer(info), surface=surface, namespace=namespace,
+            available_only=available_only, after=_after(before, "/before"),
+            limit=window.limit + 1, backward=True,
+        )  # fmt: skip
+        return mirrored_page(window, rows, key=_task_key)
+    limit = window.limit
     rows = await tasks.delegated_tasks(
         runtime(info), viewer(info), surface=surface, namespace=namespace,
         available_only=available_only, after=_after(after), limit=limit + 1,
     )  # fmt: skip
-    return page_of(
-        rows, limit, key=lambda t: (t.task.created_at.isoformat(), t.task.id),
-        has_previous=after is not None,
-    )  # fmt: skip
+    return page_of(rows, limit, key=_task_key, has_previous=after is not None)
+
+
+def _task_key(t: DelegatedTask) -> tuple[str, str]:
+    return (t.task.created_at.isoformat(), t.task.id)
 
 
 async def lock_delegated_task(info: Info, ident: str, seconds: int) -> LockedTask:

@@ -267,10 +267,11 @@ class Query:
             description="Only tasks of this namespace and the namespaces below it.")] = None,
         available_only: Annotated[bool, strawberry.argument(
             description="Leave out tasks whose lock has not lapsed yet.")] = False,
-        first: int | None = None, after: str | None = None,
+        first: int | None = None, after: str | None = None, last: int | None = None,
+        before: str | None = None,
     ) -> Connection[DelegatedTask]:  # fmt: skip
         page = await delegated.delegated_tasks(
-            info, surface, namespace, available_only, first, after
+            info, surface, namespace, available_only, first, after, last, before
         )
         return Connection.of(page, DelegatedTask.from_domain)
 

@@ -36,6 +36,7 @@ UNCOUNTED = {
     "Query.batchOperations",
     "BatchOperation.errors",
     "Query.incidents",
+    "Query.delegatedTasks",
 }
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
 
@@ -226,6 +227,30 @@ async def _incidents(api: Api) -> tuple[str, list[str]]:
     return f"query({VARS}){{incidents({ARGS}){SELECTION}}}", ["incidents"]
 
 
+SCAN: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "acme/docs/scan",
+    "initial": "intake",
+    "states": {
+        "intake": {"label": "Intake"},
+        "ocr": {"label": "OCR", "mode": "delegated", "surface": "acme-ocr"},
+        "done": {"label": "Done", "terminal": True},
+    },
+    "actions": {
+        "submit": {"role": "*", "from": "intake", "to": "ocr"},
+        "finish": {"role": "clerk", "from": "ocr", "to": "done"},
+    },
+}
+
+
+async def _delegated_tasks(api: Api) -> tuple[str, list[str]]:
+    await api.ok(DEPLOY, {"d": SCAN})
+    for _ in range(SIZE):  # each enters a delegated stage: one open task
+        pid = await _start(api, "acme/docs/scan")
+        await api.ok(ACT, {"i": pid, "a": "submit", "in": {}})
+    return f"query({VARS}){{delegatedTasks({ARGS}){SELECTION}}}", ["delegatedTasks"]
+
+
 CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.workflows": _query_workflows,
     "Registry.workflows": _registry_workflows,
@@ -240,6 +265,7 @@ CASES: dict[str, Callable[[Api], Awaitable[tuple[str, list[str]]]]] = {
     "Query.batchOperations": _batch_operations,
     "BatchOperation.errors": _batch_errors,
     "Query.incidents": _incidents,
+    "Query.delegatedTasks": _delegated_tasks,
 }
 
 

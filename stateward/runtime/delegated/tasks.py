@@ -109,10 +109,12 @@ async def delegated_tasks(
     available_only: bool,
     after: tuple[datetime, str] | None,
     limit: int,
+    backward: bool = False,
 ) -> list[DelegatedTask]:
     """Open tasks the caller may work on (of `surface` / below `namespace` when given),
     oldest first, `limit` rows after `after` (created_at, id); none for a caller without
-    a work role (nothing about other tenants' tasks shows)."""
+    a work role (nothing about other tenants' tasks shows). `backward`: the ones before
+    `after`, newest first (to page backward)."""
     worker = actor_id(actor)
     scopes = await _work_scopes(runtime, worker)
     if namespace is not None:
@@ -122,7 +124,7 @@ async def delegated_tasks(
     async with runtime.uow(readonly=True) as uow:
         rows = await uow.delegated.open_tasks(
             scopes, surface=surface, now=runtime.clock.now(), available_only=available_only,
-            after=after, limit=limit,
+            after=after, limit=limit, backward=backward,
         )  # fmt: skip
     return await _context(runtime, rows)
 
