@@ -163,6 +163,7 @@ def _over_http(args: argparse.Namespace) -> dict[str, Any]:
                      {"i": args.id})["cancelBatchOperation"]  # fmt: skip
     else:
         batch = _poll(args, args.id)
+    batch = _plain(batch)
     if not args.no_wait and batch["status"] == bulk.RUNNING:
         with progress(f"batch {batch['kind']}", total=batch["total"]) as bar:
             while batch["status"] == bulk.RUNNING:
@@ -175,7 +176,13 @@ def _over_http(args: argparse.Namespace) -> dict[str, Any]:
 
 def _poll(args: argparse.Namespace, ident: str) -> dict[str, Any]:
     query = f"query($i:ID!){{batchOperation(id:$i){{{FIELDS} {ERRORS}}}}}"
-    return dict(_gql(args, query, {"i": ident})["batchOperation"])
+    return _plain(dict(_gql(args, query, {"i": ident})["batchOperation"]))
+
+
+def _plain(batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch as `--db` prints it: the schema's enum names (`RUNNING`, `CANCEL`) back to
+    the stored values (`running`, `cancel`), so both ways print, and wait on, the same."""
+    return {**batch, "status": batch["status"].lower(), "kind": batch["kind"].lower()}
 
 
 def run(args: argparse.Namespace) -> int:
