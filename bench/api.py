@@ -105,6 +105,9 @@ def _serve(app: Any, path: str) -> None:
         while not server.started:
             await asyncio.sleep(0.02)
         port = server.servers[0].sockets[0].getsockname()[1]
+        freeze = getattr(serving, "freeze_heap", None)  # like-for-like: as `serve` does
+        if freeze is not None:
+            freeze()
         print(f"listening on http://127.0.0.1:{port}{path}", flush=True)
         await task
 
