@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -121,7 +121,9 @@ async def errors(
         found = await bulk.errors(
             runtime(info), batch.id, -1, window.limit + 1, id_mark(window), backward=True
         )
-        return mirrored_page(window, found, lambda i: [i.position])
+        return mirrored_page(window, found, lambda i: [i.position]).counted(
+            _errors_total(info, batch)
+        )
     limit = window.limit
     position = -1
     if after is not None:
@@ -130,7 +132,17 @@ async def errors(
             raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
         position = mark[0]
     found = await bulk.errors(runtime(info), batch.id, position, limit + 1)
-    return page_of(found, limit, lambda i: [i.position], has_previous=after is not None)
+    page = page_of(found, limit, lambda i: [i.position], has_previous=after is not None)
+    return page.counted(_errors_total(info, batch))
+
+
+def _errors_total(info: Info, batch: BatchRecord) -> Callable[[], Awaitable[int]]:
+    rt = runtime(info)
+
+    async def total() -> int:
+        return await bulk.count_errors(rt, batch.id)
+
+    return total
 
 
 async def watch(info: Info, ident: str) -> AsyncGenerator[BatchRecord]:

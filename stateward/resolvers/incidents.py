@@ -63,9 +63,14 @@ async def incidents(
     )
     items = found.items[::-1] if window.backward else found.items
     cursors = [encode_cursor(_key(i)) for i in items]
+    rt, actor = runtime(info), viewer(info).actor
+
+    async def total() -> int:
+        return await ops.count_incidents_for(rt, actor, query)
+
     if window.backward:
-        return Page(items, cursors, position is not None, found.has_next)
-    return Page(items, cursors, found.has_next, after is not None)
+        return Page(items, cursors, position is not None, found.has_next, total)
+    return Page(items, cursors, found.has_next, after is not None, total)
 
 
 async def incident(info: Info, ident: str) -> IncidentRecord:

@@ -34,8 +34,6 @@ UNCOUNTED = {
     "Query.checkpoints",
     "Query.webhookDeliveries",
     "Query.batchOperations",
-    "BatchOperation.errors",
-    "Query.incidents",
     "Query.delegatedTasks",
 }
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way

@@ -471,3 +471,9 @@ async def errors(
     first)."""
     async with runtime.uow(readonly=True) as uow:
         return await uow.batches.errors(batch_id, after, limit, before, backward)
+
+
+async def count_errors(runtime: Runtime, batch_id: str) -> int:
+    """How many of a batch's items failed (`BatchOperation.errors.totalCount`)."""
+    async with runtime.uow(readonly=True) as uow:
+        return (await uow.batches.counts(batch_id)).get(FAILED, 0)

@@ -370,6 +370,17 @@ async def incidents_for(
     )
 
 
+async def count_incidents_for(runtime: Runtime, actor: str, query: IncidentQuery) -> int:
+    """How many incidents `incidents(filter)` selects for `actor` (its `totalCount`)."""
+    scoped = IncidentQuery(
+        namespaces=await operable_namespaces(runtime, actor), namespace=query.namespace,
+        workflow=query.workflow, kinds=check_kinds(query.kinds), resolved=query.resolved,
+        process_id=query.process_id,
+    )  # fmt: skip
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.incidents.count(scoped)
+
+
 async def open_counts(runtime: Runtime) -> dict[str, int]:
     """Open incidents by namespace (the Prometheus gauge, set by the ticker)."""
     async with runtime.uow(readonly=True) as uow:
