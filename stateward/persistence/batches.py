@@ -70,6 +70,13 @@ class BatchRepository(Repository):
             stmt = stmt.where(or_(B.c.created_at < at, and_(B.c.created_at == at, B.c.id < ident)))
         return [to_record(BatchRecord, r) for r in await self.session.execute(stmt)]
 
+    async def count(self, created_by: str | None) -> int:
+        """How many batches `page` pages through (only `created_by`'s unless None)."""
+        stmt = select(func.count()).select_from(B)
+        if created_by is not None:
+            stmt = stmt.where(B.c.created_by == created_by)
+        return int((await self.session.execute(stmt)).scalar_one())
+
     async def running(self) -> list[str]:
         """Ids of the batches still running, oldest first."""
         stmt = select(B.c.id).where(B.c.status == RUNNING).order_by(B.c.created_at, B.c.id)

@@ -11,7 +11,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy import Table, func, insert, or_, select, update
 
 from stateward.persistence import keyset
 from stateward.persistence.base import Repository, to_record
@@ -118,22 +118,40 @@ class DelegatedTaskRepository(Repository):
             if after is not None:
                 stmt = stmt.where(keyset.after(keys, after, backward=True))
                 after = None
-        if "system" not in namespaces:  # a grant in `system` covers every namespace
-            stmt = stmt.where(
-                or_(
-                    *(
-                        (T.c.namespace == ns) | T.c.namespace.startswith(f"{ns}/", autoescape=True)
-                        for ns in namespaces
-                    )
-                )
-            )
-        if surface is not None:
-            stmt = stmt.where(T.c.surface == surface)
-        if available_only:
-            stmt = stmt.where(or_(T.c.locked_until.is_(None), T.c.locked_until <= now))
+        stmt = stmt.where(*_open_scope(namespaces, surface, now, available_only))
         if after is not None:
             created, tid = after
             stmt = stmt.where(
                 (T.c.created_at > created) | ((T.c.created_at == created) & (T.c.id > tid))
             )
         return [_record(r) for r in await self.session.execute(stmt)]
+
+    async def count_open(
+        self, namespaces: Sequence[str], *, surface: str | None, now: datetime,
+        available_only: bool,
+    ) -> int:  # fmt: skip
+        """How many tasks `open_tasks` pages through (all pages)."""
+        stmt = select(func.count()).select_from(T).where(T.c.status == OPEN)
+        stmt = stmt.where(*_open_scope(namespaces, surface, now, available_only))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+
+def _open_scope(
+    namespaces: Sequence[str], surface: str | None, now: datetime, available_only: bool
+) -> list[Any]:
+    """The filters of `open_tasks` besides the status and the keyset position."""
+    where: list[Any] = []
+    if "system" not in namespaces:  # a grant in `system` covers every namespace
+        where.append(
+            or_(
+                *(
+                    (T.c.namespace == ns) | T.c.namespace.startswith(f"{ns}/", autoescape=True)
+                    for ns in namespaces
+                )
+            )
+        )
+    if surface is not None:
+        where.append(T.c.surface == surface)
+    if available_only:
+        where.append(or_(T.c.locked_until.is_(None), T.c.locked_until <= now))
+    return where

@@ -281,15 +281,26 @@ class KernelRepository(Repository):
         stmt = select(D).order_by(D.c.id.desc()).limit(limit)
         if newer_than is not None:
             stmt = select(D).where(D.c.id > newer_than).order_by(D.c.id.asc()).limit(limit)
-        if namespace is not None:
-            own = D.c.namespace.startswith(f"workflow:{namespace}/", autoescape=True)
-            surface = D.c.namespace.startswith(f"surface:{namespace}:", autoescape=True)
-            stmt = stmt.where(or_(D.c.namespace == namespace, own, surface))
-        if status is not None:
-            stmt = stmt.where(D.c.status == status)
+        stmt = stmt.where(*self._delivery_scope(namespace, status))
         if before_id is not None:
             stmt = stmt.where(D.c.id < before_id)
         return [to_record(DeliveryRecord, r) for r in await self.session.execute(stmt)]
+
+    async def count_deliveries(self, namespace: str | None, status: str | None) -> int:
+        """How many deliveries `deliveries(namespace, status=...)` lists (all pages)."""
+        stmt = select(func.count()).select_from(D).where(*self._delivery_scope(namespace, status))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    @staticmethod
+    def _delivery_scope(namespace: str | None, status: str | None) -> list[Any]:
+        where: list[Any] = []
+        if namespace is not None:
+            own = D.c.namespace.startswith(f"workflow:{namespace}/", autoescape=True)
+            surface = D.c.namespace.startswith(f"surface:{namespace}:", autoescape=True)
+            where.append(or_(D.c.namespace == namespace, own, surface))
+        if status is not None:
+            where.append(D.c.status == status)
+        return where
 
     async def notifications_for(
         self,

@@ -95,10 +95,14 @@ async def batch_operations(
     """`batchOperations(first, after, last, before)`: newest first, paged both ways
     (`before` pages to the newer ones)."""
     window = Window.of(first, after, last, before)
+    rt, actor = runtime(info), viewer(info).actor
+
+    async def total() -> int:
+        return await bulk.count_listing(rt, actor)
+
     if window.backward:
-        rt, actor = runtime(info), viewer(info).actor
         found = await bulk.listing(rt, actor, window.limit + 1, _batch_mark(window), True)
-        return mirrored_page(window, found, _key)
+        return mirrored_page(window, found, _key).counted(total)
     limit = window.limit
     older = None
     if after is not None:
@@ -106,8 +110,8 @@ async def batch_operations(
         if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
             raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
         older = (datetime.fromisoformat(mark[0]), mark[1])
-    found = await bulk.listing(runtime(info), viewer(info).actor, limit + 1, older)
-    return page_of(found, limit, _key, has_previous=after is not None)
+    found = await bulk.listing(rt, actor, limit + 1, older)
+    return page_of(found, limit, _key, has_previous=after is not None).counted(total)
 
 
 async def errors(

@@ -34,19 +34,27 @@ async def delegated_tasks(
     """`Query.delegatedTasks`: open tasks the viewer may work on, oldest first, paged
     both ways (cursors `[created_at, id]`)."""
     window = Window.of(first, after, last, before)
+    rt, me = runtime(info), viewer(info)
+
+    async def total() -> int:
+        return await tasks.count_delegated_tasks(
+            rt, me, surface=surface, namespace=namespace, available_only=available_only
+        )
+
     if window.backward:
         rows = await tasks.delegated_tasks(
             runtime(info), viewer(info), surface=surface, namespace=namespace,
             available_only=available_only, after=_after(before, "/before"),
             limit=window.limit + 1, backward=True,
         )  # fmt: skip
-        return mirrored_page(window, rows, key=_task_key)
+        return mirrored_page(window, rows, key=_task_key).counted(total)
     limit = window.limit
     rows = await tasks.delegated_tasks(
         runtime(info), viewer(info), surface=surface, namespace=namespace,
         available_only=available_only, after=_after(after), limit=limit + 1,
     )  # fmt: skip
-    return page_of(rows, limit, key=_task_key, has_previous=after is not None)
+    page = page_of(rows, limit, key=_task_key, has_previous=after is not None)
+    return page.counted(total)
 
 
 def _task_key(t: DelegatedTask) -> tuple[str, str]:

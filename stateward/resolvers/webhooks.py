@@ -44,15 +44,21 @@ async def webhook_deliveries(
     if ADMIN not in me.roles_in(namespace):
         raise DomainError(FORBIDDEN, f"only an admin of {namespace} sees its webhook deliveries")
     window = Window.of(first, after, last, before)
+    rt = runtime(info)
+
+    async def total() -> int:
+        return await webhooks.count_deliveries(rt, namespace, status=status)
+
     if window.backward:
         newer = id_mark(window)
         rows = await webhooks.list_deliveries(
             runtime(info), namespace, window.limit + 1, status=status,
             newer_than=0 if newer is None else newer,
         )  # fmt: skip
-        return mirrored_page(window, rows, key=lambda d: (d.id,))
+        return mirrored_page(window, rows, key=lambda d: (d.id,)).counted(total)
     limit, older = window.limit, _before(after)
     rows = await webhooks.list_deliveries(
         runtime(info), namespace, limit + 1, status=status, before_id=older
     )
-    return page_of(rows, limit, key=lambda d: (d.id,), has_previous=older is not None)
+    page = page_of(rows, limit, key=lambda d: (d.id,), has_previous=older is not None)
+    return page.counted(total)

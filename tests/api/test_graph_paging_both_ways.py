@@ -30,12 +30,7 @@ VARS = "$first:Int,$after:String,$last:Int,$before:String"
 PAGE_INFO = "pageInfo{hasNextPage hasPreviousPage startCursor endCursor}"
 SELECTION = "{totalCount nodes{id} " + PAGE_INFO + "}"
 #: Lists whose `totalCount` is not counted (null), as documented on `Connection`.
-UNCOUNTED = {
-    "Query.checkpoints",
-    "Query.webhookDeliveries",
-    "Query.batchOperations",
-    "Query.delegatedTasks",
-}
+UNCOUNTED = {"Query.checkpoints"}
 SIZE = 5  # items in each list; pages of 2 -> 3 pages each way
 
 TASK: dict[str, Any] = {

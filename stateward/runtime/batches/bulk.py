@@ -477,3 +477,10 @@ async def count_errors(runtime: Runtime, batch_id: str) -> int:
     """How many of a batch's items failed (`BatchOperation.errors.totalCount`)."""
     async with runtime.uow(readonly=True) as uow:
         return (await uow.batches.counts(batch_id)).get(FAILED, 0)
+
+
+async def count_listing(runtime: Runtime, actor: str) -> int:
+    """How many batches `listing` pages through for `actor` (`totalCount`)."""
+    async with runtime.uow(readonly=True) as uow:
+        admin = await _system_admin(uow, actor)
+        return await uow.batches.count(None if admin else actor)

@@ -129,6 +129,22 @@ async def delegated_tasks(
     return await _context(runtime, rows)
 
 
+async def count_delegated_tasks(
+    runtime: Runtime, actor: Any, *, surface: str | None, namespace: str | None,
+    available_only: bool,
+) -> int:  # fmt: skip
+    """How many tasks `delegated_tasks` pages through for the caller (`totalCount`)."""
+    scopes = await _work_scopes(runtime, actor_id(actor))
+    if namespace is not None:
+        scopes = _narrow(scopes, namespace)
+    if not scopes:
+        return 0
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.delegated.count_open(
+            scopes, surface=surface, now=runtime.clock.now(), available_only=available_only
+        )
+
+
 def _narrow(scopes: list[str], namespace: str) -> list[str]:
     """The part of `scopes` (each with what is below it) that lies below `namespace`."""
     if any(s == "system" or namespace == s or namespace.startswith(f"{s}/") for s in scopes):

@@ -249,3 +249,11 @@ async def list_deliveries(
         return await kernel_repo(uow).deliveries(
             namespace, limit=limit, status=status, before_id=before_id, newer_than=newer_than
         )
+
+
+async def count_deliveries(
+    runtime: Runtime, namespace: str | None = None, *, status: str | None = None
+) -> int:
+    """How many deliveries `list_deliveries` pages through (`totalCount`)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await kernel_repo(uow).count_deliveries(namespace, status)

@@ -79,8 +79,7 @@ class Connection(Generic[T]):
 
     @strawberry.field(
         description="How many items the whole list holds (all pages); counted only when "
-        "selected. Null for the few lists that are not counted (the log's checkpoints, "
-        "webhook deliveries, batch operations, delegated tasks)."
+        "selected. Null for the one list that is not counted (the log's checkpoints)."
     )
     async def total_count(self) -> int | None:
         return None if self._total is None else await self._total()
