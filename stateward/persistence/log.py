@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, select, tuple_, update
+from sqlalchemy import Table, func, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.domain import merkle
@@ -180,6 +180,10 @@ class LogRepository(Repository):
         if limit is not None:
             stmt = stmt.limit(limit)
         return [to_record(CheckpointRecord, r) for r in await self.session.execute(stmt)]
+
+    async def checkpoint_count(self) -> int:
+        """How many checkpoints are kept (`Query.checkpoints.totalCount`)."""
+        return int((await self.session.execute(select(func.count()).select_from(C))).scalar_one())
 
     async def checkpoints_by_ids(self, ids: Iterable[int]) -> Mapping[int, CheckpointRecord]:
         """Checkpoints by id."""

@@ -79,13 +79,21 @@ def _key(batch: BatchRecord) -> list[Any]:
 def _batch_mark(window: Window) -> tuple[datetime, str] | None:
     if window.cursor is None:
         return None
-    mark = decode_cursor(window.cursor, "/before")
+    return _parse_mark(window.cursor, "/before")
+
+
+def _parse_mark(cursor: str, pointer: str) -> tuple[datetime, str]:
+    """The `(created_at, id)` a cursor of this list names; a forged one is INVALID_INPUT."""
+    mark = decode_cursor(cursor, pointer)
     try:
         if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
             raise ValueError(mark)
-        return datetime.fromisoformat(mark[0]), mark[1]
+        created = datetime.fromisoformat(mark[0])
+        if created.tzinfo is None:
+            raise ValueError(mark)
+        return created, mark[1]
     except ValueError:
-        raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/before") from None
+        raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer=pointer) from None
 
 
 async def batch_operations(
@@ -104,12 +112,7 @@ async def batch_operations(
         found = await bulk.listing(rt, actor, window.limit + 1, _batch_mark(window), True)
         return mirrored_page(window, found, _key).counted(total)
     limit = window.limit
-    older = None
-    if after is not None:
-        mark = decode_cursor(after)
-        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
-            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
-        older = (datetime.fromisoformat(mark[0]), mark[1])
+    older = None if after is None else _parse_mark(after, "/after")
     found = await bulk.listing(rt, actor, limit + 1, older)
     return page_of(found, limit, _key, has_previous=after is not None).counted(total)
 

@@ -29,19 +29,24 @@ async def checkpoint_page(
     first, paged both ways (cursors `[id]`)."""
     viewer(info)
     window = Window.of(first, after, last, before)
+    rt = runtime(info)
+
+    async def total() -> int:
+        return await checkpoints.count(rt)
+
     if window.backward:
         rows = await checkpoints.page(
-            runtime(info), limit=window.limit + 1, newest_first=True, before_id=id_mark(window)
+            rt, limit=window.limit + 1, newest_first=True, before_id=id_mark(window)
         )
-        return mirrored_page(window, rows, key=lambda c: (c.id,))
+        return mirrored_page(window, rows, key=lambda c: (c.id,)).counted(total)
     limit, after_id = window.limit, 0
     if after is not None:
         values = decode_cursor(after)
         if not values or not isinstance(values[0], int):
             raise DomainError(INVALID_INPUT, "invalid cursor", pointer="/after")
         after_id = values[0]
-    rows = await checkpoints.page(runtime(info), after_id=after_id, limit=limit + 1)
-    return page_of(rows, limit, key=lambda c: (c.id,), has_previous=after_id > 0)
+    rows = await checkpoints.page(rt, after_id=after_id, limit=limit + 1)
+    return page_of(rows, limit, key=lambda c: (c.id,), has_previous=after_id > 0).counted(total)
 
 
 async def event_proof(

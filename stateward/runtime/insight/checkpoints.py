@@ -89,6 +89,12 @@ async def page(
         )
 
 
+async def count(runtime: Runtime) -> int:
+    """How many checkpoints are kept (the connection's lazy `totalCount`)."""
+    async with runtime.uow(readonly=True) as uow:
+        return await uow.log.checkpoint_count()
+
+
 class Checkpointer:
     """Runs `checkpoint` every `settings.checkpoint_interval` seconds until stopped."""
 

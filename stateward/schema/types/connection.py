@@ -78,8 +78,7 @@ class Connection(Generic[T]):
     _total: strawberry.Private[Callable[[], Awaitable[int]] | None] = None
 
     @strawberry.field(
-        description="How many items the whole list holds (all pages); counted only when "
-        "selected. Null for the one list that is not counted (the log's checkpoints)."
+        description="How many items the whole list holds (all pages); counted only when selected."
     )
     async def total_count(self) -> int | None:
         return None if self._total is None else await self._total()
