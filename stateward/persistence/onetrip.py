@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from stateward.persistence.db import dumps_json
 from stateward.persistence.log import _HEADS, PENDING, _grow
 from stateward.persistence.sequencer import LOCKED_INFO, SEQUENCER_LOCK_KEY
-from stateward.records import OutboxRecord, StoredEvent
+from stateward.records import StoredEvent
 
 if TYPE_CHECKING:
     from stateward.persistence.uow import UnitOfWork
@@ -158,18 +158,7 @@ async def sequence_and_commit_pg(uow: UnitOfWork) -> None:
         last = int(await driver.fetchval("SELECT currval(pg_get_serial_sequence('outbox', 'id'))"))
         first = last - len(messages) + 1
         for offset, staged in enumerate(uow.sequencer.messages):
-            p = staged.params
-            staged.record = OutboxRecord(
-                id=first + offset,
-                type=p["type"],
-                payload=p["payload"],
-                created_at=p["created_at"],
-                namespace=p["namespace"],
-                workflow=p["workflow"],
-                instance_id=p["instance_id"],
-                team=p["team"],
-                published_at=None,
-            )
+            staged.assign(first + offset)
     uow.sequencer.locked += 1
     # SQLAlchemy still thinks the transaction is open: its COMMIT finds none (a no-op
     # with a server WARNING) and closes the session's transaction state cleanly.

@@ -68,6 +68,21 @@ class StagedMessage:
     params: dict[str, Any]
     record: OutboxRecord | None = field(default=None, repr=False)
 
+    def assign(self, id_: int) -> None:
+        """Record the row as inserted with outbox id `id_` (the sequencer step's answer)."""
+        p = self.params
+        self.record = OutboxRecord(
+            id=id_,
+            type=p["type"],
+            payload=p["payload"],
+            created_at=p["created_at"],
+            namespace=p["namespace"],
+            workflow=p["workflow"],
+            instance_id=p["instance_id"],
+            team=p["team"],
+            published_at=None,
+        )
+
     def sequenced(self) -> OutboxRecord:
         """The inserted row (only after the transaction went through the sequencer)."""
         if self.record is None:
@@ -150,18 +165,7 @@ class Sequencer:
         params = [m.params for m in self.messages]
         ids = sorted(int(i) for i in (await self.session.execute(_INSERT_IDS, params)).scalars())
         for staged, id_ in zip(self.messages, ids, strict=True):
-            p = staged.params
-            staged.record = OutboxRecord(
-                id=id_,
-                type=p["type"],
-                payload=p["payload"],
-                created_at=p["created_at"],
-                namespace=p["namespace"],
-                workflow=p["workflow"],
-                instance_id=p["instance_id"],
-                team=p["team"],
-                published_at=None,
-            )
+            staged.assign(id_)
 
 
 async def sequence_and_commit(uow: UnitOfWork) -> None:
