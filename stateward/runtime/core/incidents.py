@@ -67,26 +67,11 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
     entered_error = outcome.status == ERROR and (old is None or old.status != ERROR)
     if entered_error:
         reason = error_reason(outcome)[:MAX_MESSAGE] or "the instance is in error"
-        runs = ctx.input.get("attempts")  # a state's `retries` ran the hook that often
-        runs = runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 1
         open_one = await repo.open_for(record.id) if old is not None else None
-        if open_one is not None:
-            await repo.recount(open_one.id, reason, record.state, runs)
-            return []
-        incident = IncidentRecord(
-            id=incident_id(ctx.identity),
-            process_id=record.id,
-            namespace=record.namespace,
-            workflow=record.workflow,
-            kind=kind_of(name, ctx.input, reason),
-            state=record.state,
-            message=reason,
-            attempts=runs,
-            opened_seq=record.seq,
-            created_at=ctx.now,
+        incident = await _open_or_recount(
+            ctx, record, open_one, kind_of(name, ctx.input, reason), reason, None
         )
-        await repo.add(incident)
-        return [_event(ev.INCIDENT_CREATED, incident, record, {})]
+        return [] if incident is None else [_event(ev.INCIDENT_CREATED, incident, record, {})]
     if old is None or outcome.status == ERROR or (name == RETRY and "timer" not in ctx.input):
         return []
     ends = old.status == ERROR or name == AUTOMATE or outcome.state_changed
@@ -98,6 +83,34 @@ async def track(ctx: ActContext, outcome: Outcome, record: ProcessRecord) -> lis
     resolution = _resolution(name, ctx.input, outcome)
     await repo.resolve(open_one.id, ctx.now, record.seq, resolution)
     return [_event(ev.INCIDENT_RESOLVED, open_one, record, {"resolution": resolution})]
+
+
+async def _open_or_recount(
+    ctx: ActContext, record: ProcessRecord, open_one: IncidentRecord | None, kind: str,
+    reason: str, delivery: int | None,
+) -> IncidentRecord | None:  # fmt: skip
+    """Count this failure's runs (`input.attempts`: a state's `retries` or a delivery's
+    tries, else 1) on the incident already open, or open a new one and return it."""
+    runs = ctx.input.get("attempts")
+    runs = runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 1
+    if open_one is not None:
+        await ctx.uow.incidents.recount(open_one.id, reason, record.state, runs)
+        return None
+    incident = IncidentRecord(
+        id=incident_id(ctx.identity),
+        process_id=record.id,
+        namespace=record.namespace,
+        workflow=record.workflow,
+        kind=kind,
+        state=record.state,
+        message=reason,
+        attempts=runs,
+        opened_seq=record.seq,
+        created_at=ctx.now,
+        delivery_id=delivery,
+    )
+    await ctx.uow.incidents.add(incident)
+    return incident
 
 
 def _resolution(name: str, input: Any, outcome: Outcome) -> str:
@@ -119,26 +132,12 @@ async def _track_delivery(ctx: ActContext, name: str, record: ProcessRecord) -> 
     if name == RETRY:
         return []
     if name == WEBHOOK and ctx.input.get("outcome") == "exhausted":
-        runs = ctx.input.get("attempts")
-        runs = runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 1
         reason = webhook_reason(ctx.input)
-        if open_one is not None:
-            await repo.recount(open_one.id, reason, record.state, runs)
-            return []
-        incident = IncidentRecord(
-            id=incident_id(ctx.identity),
-            process_id=record.id,
-            namespace=record.namespace,
-            workflow=record.workflow,
-            kind=WEBHOOK_EXHAUSTED,
-            state=record.state,
-            message=reason,
-            attempts=runs,
-            opened_seq=record.seq,
-            created_at=ctx.now,
-            delivery_id=delivery,
+        incident = await _open_or_recount(
+            ctx, record, open_one, WEBHOOK_EXHAUSTED, reason, delivery
         )
-        await repo.add(incident)
+        if incident is None:
+            return []
         return [_event(ev.INCIDENT_CREATED, incident, record, {"delivery": delivery})]
     if open_one is None:
         return []
