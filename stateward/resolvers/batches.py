@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -14,7 +13,7 @@ from stateward.domain.search import InstanceSearch
 from stateward.records import BatchItemRecord, BatchRecord
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, Window, decode_cursor, id_mark, mirrored_page, page_of
+from stateward.resolvers.paging import Page, Window, id_mark, mirrored_page, page_of, time_mark
 from stateward.resolvers.search import resolve_ids
 from stateward.runtime.batches import bulk
 
@@ -76,26 +75,6 @@ def _key(batch: BatchRecord) -> list[Any]:
     return [batch.created_at.isoformat(), batch.id]
 
 
-def _batch_mark(window: Window) -> tuple[datetime, str] | None:
-    if window.cursor is None:
-        return None
-    return _parse_mark(window.cursor, "/before")
-
-
-def _parse_mark(cursor: str, pointer: str) -> tuple[datetime, str]:
-    """The `(created_at, id)` a cursor of this list names; a forged one is INVALID_INPUT."""
-    mark = decode_cursor(cursor, pointer)
-    try:
-        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
-            raise ValueError(mark)
-        created = datetime.fromisoformat(mark[0])
-        if created.tzinfo is None:
-            raise ValueError(mark)
-        return created, mark[1]
-    except ValueError:
-        raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer=pointer) from None
-
-
 async def batch_operations(
     info: Info, first: int | None, after: str | None, last: int | None = None,
     before: str | None = None,
@@ -109,10 +88,10 @@ async def batch_operations(
         return await bulk.count_listing(rt, actor)
 
     if window.backward:
-        found = await bulk.listing(rt, actor, window.limit + 1, _batch_mark(window), True)
+        found = await bulk.listing(rt, actor, window.limit + 1, time_mark(window), True)
         return mirrored_page(window, found, _key).counted(total)
     limit = window.limit
-    older = None if after is None else _parse_mark(after, "/after")
+    older = time_mark(window)
     found = await bulk.listing(rt, actor, limit + 1, older)
     return page_of(found, limit, _key, has_previous=after is not None).counted(total)
 
@@ -132,12 +111,8 @@ async def errors(
             _errors_total(info, batch)
         )
     limit = window.limit
-    position = -1
-    if after is not None:
-        mark = decode_cursor(after)
-        if len(mark) != 1 or not isinstance(mark[0], int):
-            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer="/after")
-        position = mark[0]
+    mark = id_mark(window)
+    position = -1 if mark is None else mark
     found = await bulk.errors(runtime(info), batch.id, position, limit + 1)
     page = page_of(found, limit, lambda i: [i.position], has_previous=after is not None)
     return page.counted(_errors_total(info, batch))

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
 
-from stateward.domain.errors import INVALID_INPUT, DomainError
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, Window, decode_cursor, mirrored_page, page_of
+from stateward.resolvers.paging import Page, Window, mirrored_page, page_of, time_mark
 from stateward.runtime.core.act import ActResult
 from stateward.runtime.delegated import tasks
 from stateward.runtime.delegated.tasks import DelegatedTask, LockedTask
-
-
-def _after(after: str | None, pointer: str = "/after") -> tuple[datetime, str] | None:
-    if after is None:
-        return None
-    values = decode_cursor(after, pointer)
-    try:
-        created, ident = values
-        return datetime.fromisoformat(created), str(ident)
-    except (TypeError, ValueError):
-        raise DomainError(INVALID_INPUT, "invalid cursor", pointer=pointer) from None
 
 
 async def delegated_tasks(
@@ -44,14 +31,14 @@ async def delegated_tasks(
     if window.backward:
         rows = await tasks.delegated_tasks(
             runtime(info), viewer(info), surface=surface, namespace=namespace,
-            available_only=available_only, after=_after(before, "/before"),
+            available_only=available_only, after=time_mark(window),
             limit=window.limit + 1, backward=True,
         )  # fmt: skip
         return mirrored_page(window, rows, key=_task_key).counted(total)
     limit = window.limit
     rows = await tasks.delegated_tasks(
         runtime(info), viewer(info), surface=surface, namespace=namespace,
-        available_only=available_only, after=_after(after), limit=limit + 1,
+        available_only=available_only, after=time_mark(window), limit=limit + 1,
     )  # fmt: skip
     page = page_of(rows, limit, key=_task_key, has_previous=after is not None)
     return page.counted(total)

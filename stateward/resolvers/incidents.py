@@ -7,7 +7,6 @@ the listing are the runtime's; these read the viewer, decode ids and cursors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from strawberry.types import Info
@@ -16,7 +15,7 @@ from stateward.domain.errors import INVALID_INPUT, NOT_FOUND, DomainError
 from stateward.records import IncidentRecord, ProcessRecord
 from stateward.resolvers.context import runtime, viewer
 from stateward.resolvers.ids import local_id
-from stateward.resolvers.paging import Page, Window, decode_cursor, encode_cursor
+from stateward.resolvers.paging import Page, Window, encode_cursor, time_mark
 from stateward.runtime.core.act import ActResult
 from stateward.runtime.core.queries import get_process
 from stateward.runtime.operate import incidents as ops
@@ -43,17 +42,7 @@ async def incidents(
     operable namespaces, paged both ways (`before` pages to the newer ones)."""
     window = Window.of(first, after, last, before)
     limit = window.limit
-    pointer = "/before" if window.backward else "/after"
-    position = None
-    if window.cursor is not None:
-        mark = decode_cursor(window.cursor, pointer)
-        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
-            raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer=pointer)
-        try:
-            position = (datetime.fromisoformat(mark[0]), mark[1])
-        except ValueError as exc:
-            raise DomainError(INVALID_INPUT, "not a cursor of this list",
-                              pointer=pointer) from exc  # fmt: skip
+    position = time_mark(window)
     query = IncidentQuery(
         namespace=namespace, workflow=workflow, kinds=tuple(kinds), resolved=resolved,
         process_id=local_id(instance, "Instance") if instance else None,

@@ -157,6 +157,24 @@ def id_mark(window: Window) -> int | None:
     return values[0]
 
 
+def time_mark(window: Window) -> tuple[datetime, str] | None:
+    """The `(created_at, id)` of a window's cursor (listings ordered by creation time, then
+    id); a forged one (not two strings, not an instant with its zone) is INVALID_INPUT."""
+    if window.cursor is None:
+        return None
+    pointer = "/before" if window.backward else "/after"
+    mark = decode_cursor(window.cursor, pointer)
+    try:
+        if len(mark) != 2 or not all(isinstance(v, str) for v in mark):
+            raise ValueError(mark)
+        created = datetime.fromisoformat(mark[0])
+        if created.tzinfo is None:
+            raise ValueError(mark)
+        return created, mark[1]
+    except ValueError:
+        raise DomainError(INVALID_INPUT, "not a cursor of this list", pointer=pointer) from None
+
+
 def mirrored_page(window: Window, rows: Sequence[T], key: Callable[[T], Sequence[Any]]) -> Page[T]:
     """The backward page of `rows`, fetched with `window.limit + 1` past the `before`
     cursor in the listing's mirrored order: reversed into the listing's order, with the
