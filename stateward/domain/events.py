@@ -66,6 +66,9 @@ ALL_TYPES: Final = (
     LOG_CHECKPOINT,
 )
 
+#: The kinds a notification may have (`Notification.kind`; the API's enum maps each).
+NOTIFICATION_KINDS: Final = frozenset({SLA_WARNING, SLA_BREACHED})
+
 # Bus payload fields (DESIGN §9). `id` is the outbox cursor; `details` is a small object.
 F_ID: Final = "id"
 F_TYPE: Final = "type"

@@ -18,7 +18,7 @@ from stateward.runtime.core.ops_support import kernel_repo
 from stateward.runtime.insight.verify import verify
 from stateward.runtime.queues.assignments import claim_assignment
 from stateward.runtime.sweeps import sla, webhooks
-from stateward.runtime.sweeps.notifications import list_notifications
+from stateward.runtime.sweeps.notifications import list_notifications, notify
 
 
 @pytest.fixture
@@ -170,3 +170,12 @@ async def test_the_scan_is_a_range_query_on_the_pending_index(desk, db_kind):
             plan = " ".join(str(r[-1]) for r in rows)
             assert index in plan, plan
             assert "SCAN processes" not in plan and "Seq Scan" not in plan, plan
+
+
+async def test_a_notification_of_a_kind_the_api_cannot_name_is_refused_before_it_is_stored(desk):
+    """A stored unknown kind would break every later read of the recipient's list."""
+    async with desk.rt.uow() as uow:
+        with pytest.raises(ValueError, match=r"unknown notification kind 'workflow\.sla\.late'"):
+            await notify(uow, desk.analysts[0], "ops", "workflow.sla.late", {}, desk.rt.clock.now())
+        await uow.commit()
+    assert await list_notifications(desk.rt, desk.analysts[0]) == []

@@ -57,3 +57,10 @@ def test_a_cursor_is_the_base64_of_its_compact_json(values: list[object]) -> Non
     text = json.dumps(values, separators=(",", ":"), default=str)
     assert encode_cursor(values) == base64.urlsafe_b64encode(text.encode()).decode("ascii")
     assert decode_cursor(encode_cursor(values)) == values
+
+
+def test_every_notification_kind_the_kernel_stores_is_a_value_of_the_api_enum():
+    from stateward.domain.events import NOTIFICATION_KINDS
+    from stateward.schema.enums import NotificationKind
+
+    assert {kind.value for kind in NotificationKind} == NOTIFICATION_KINDS

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.events import NOTIFICATION_KINDS
 from stateward.persistence import UnitOfWork
 from stateward.persistence.notify import team_recipient
 from stateward.records import NotificationRecord
@@ -40,7 +41,12 @@ async def notify(
     now: datetime,
     process_id: str | None = None,
 ) -> NotificationRecord:
-    """Store a notification in `uow` (the causing event's transaction)."""
+    """Store a notification in `uow` (the causing event's transaction).
+
+    `kind` must be one of `NOTIFICATION_KINDS`: a stored kind the API cannot name would
+    break every later read of the recipient's list, so a wrong one fails here, at once."""
+    if kind not in NOTIFICATION_KINDS:
+        raise ValueError(f"unknown notification kind {kind!r}")
     return await uow.notifications.add(
         recipient, namespace, kind, payload, now, process_id=process_id
     )
