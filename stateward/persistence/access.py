@@ -6,10 +6,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import Table, delete, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import ApiToken, AuthChallenge, KeyStatus, RoleGrant
+from stateward.persistence.writebuffer import INDEPENDENT
 from stateward.records import ApiTokenRecord, GrantRecord, KeyStatusRecord
 
 G = cast(Table, RoleGrant.__table__)
@@ -18,6 +20,44 @@ T = cast(Table, ApiToken.__table__)
 C = cast(Table, AuthChallenge.__table__)
 
 SYSTEM_NAMESPACE = "system"
+
+#: `meta` key of the grants generation: a counter every write of a role grant or a key
+#: status raises in its own transaction, so a cache of them can be checked with one read.
+GENERATION_KEY = "grant_generation"
+#: `session.info` flag: this transaction wrote a grant or a key status (its later reads
+#: see its own uncommitted writes, which no cross-transaction cache may keep).
+WRITTEN_INFO = "stateward.grants_written"
+_READ_GENERATION = text("SELECT value FROM meta WHERE key = :k").execution_options(
+    **{INDEPENDENT: True}
+)
+_BUMP_GENERATION = text(
+    "INSERT INTO meta (key, value) VALUES (:k, '1') ON CONFLICT (key) "
+    "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
+)
+
+
+async def grant_generation(session: AsyncSession) -> int:
+    """The grants generation as this transaction sees it (0 before the first change).
+
+    Every write of `role_grants` or `key_status` raises it in the same transaction
+    (`bump_generation`), so a role or key status read AFTER this value in the same
+    transaction is at least as new as the generation: a cache tagged with it is exact
+    for as long as a later transaction reads the same number (`runtime/core/grantcache`).
+    """
+    found = (await session.execute(_READ_GENERATION, {"k": GENERATION_KEY})).scalar()
+    return int(found) if found is not None else 0
+
+
+async def bump_generation(session: AsyncSession) -> None:
+    """Raise the grants generation (inside the transaction that changes grants or keys)
+    and mark the transaction as having written them."""
+    session.info[WRITTEN_INFO] = True
+    await session.execute(_BUMP_GENERATION, {"k": GENERATION_KEY})
+
+
+def grants_written(session: AsyncSession) -> bool:
+    """Whether this transaction wrote a grant or a key status (`bump_generation`)."""
+    return bool(session.info.get(WRITTEN_INFO))
 
 
 def namespace_scopes(namespace: str) -> list[str]:
@@ -37,6 +77,7 @@ class GrantRepository(Repository):
         values = dict(namespace=namespace, actor=actor, role=role.lower(), granted_at=now)
         values["event_id"] = event_id  # type: ignore[assignment]
         stmt = self.insert_ignoring_conflicts(G, values, ("namespace", "actor", "role"))
+        await bump_generation(self.session)
         result = await self.session.execute(stmt)
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -45,6 +86,7 @@ class GrantRepository(Repository):
         stmt = delete(G).where(
             G.c.namespace == namespace, G.c.actor == actor, G.c.role == role.lower()
         )
+        await bump_generation(self.session)
         return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
     async def roles_of(self, actor: str, namespace: str) -> frozenset[str]:
@@ -77,6 +119,7 @@ class GrantRepository(Repository):
 
     async def move(self, old_actor: str, new_actor: str, now: datetime) -> int:
         """Move every grant of `old_actor` to `new_actor` (key rotation); returns the count."""
+        await bump_generation(self.session)
         moved = 0
         for g in await self.of_actor(old_actor):
             moved += await self.grant(g.namespace, new_actor, g.role, now, g.event_id)
@@ -98,6 +141,7 @@ class KeyRepository(Repository):
         return {r.actor: to_record(KeyStatusRecord, r) for r in await self.session.execute(stmt)}
 
     async def _upsert(self, actor: str, **values: object) -> None:
+        await bump_generation(self.session)
         if await self.status(actor) is None:
             await self.session.execute(insert(K).values(actor=actor, **values))
         else:

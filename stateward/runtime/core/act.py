@@ -42,6 +42,7 @@ from stateward.governance.verification import verify_envelope
 from stateward.observe import metrics, tracing
 from stateward.observe.act import observed_act
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
+from stateward.persistence.access import grant_generation, grants_written
 from stateward.persistence.errors import is_transient
 from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before, retry_transient
 from stateward.records import (
@@ -52,6 +53,7 @@ from stateward.records import (
     ProcessRecord,
     StoredEvent,
 )
+from stateward.runtime.core.grantcache import GrantCache
 from stateward.runtime.core.idempotency import is_keyed, same_request
 from stateward.runtime.core.joins import awaiting_ancestors
 from stateward.runtime.core.kernel import (
@@ -286,18 +288,79 @@ async def _verify_signature(
 @dataclass
 class ReadCache:
     """Reads one transaction may reuse across the events it applies (group commit):
-    key statuses and roles. Cleared after any registry event (grants, keys change)."""
+    key statuses and roles (cleared after any registry event: grants, keys change), and
+    the runtime's `GrantCache` behind them, which keeps them across transactions for as
+    long as the grants generation this transaction reads is the one it was filled at."""
 
     statuses: dict[str, KeyStatusRecord | None] = field(default_factory=dict)
     roles: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     #: Process rows as this transaction last read or wrote them (taken once each).
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
+    #: The runtime's cache across transactions (None: this transaction reads everything).
+    shared: GrantCache | None = None
+    #: The grants generation this transaction read (None: not read yet).
+    generation: int | None = None
 
     def clear(self) -> None:
         """Forget everything (a registry event may have changed grants or keys)."""
         self.statuses.clear()
         self.roles.clear()
         self.processes.clear()
+
+    async def _shared(self, uow: UnitOfWork) -> GrantCache | None:
+        """The runtime's cache if this transaction may use it: it wrote no grant or key
+        (its reads see its own uncommitted rows) and the cache is at the generation this
+        transaction read (one read, the first time it is needed)."""
+        shared = self.shared
+        if shared is None or grants_written(uow.session):
+            return None
+        if self.generation is None:
+            self.generation = await grant_generation(uow.session)
+            shared.at(self.generation)
+        return shared if shared.generation == self.generation else None
+
+    async def key_statuses(
+        self, uow: UnitOfWork, keys: set[str]
+    ) -> dict[str, KeyStatusRecord | None]:
+        """The recorded status of each of `keys` (None: never rotated or revoked)."""
+        missing = keys - self.statuses.keys()
+        if missing:
+            shared = await self._shared(uow)
+            if shared is not None:
+                for key in [k for k in missing if k in shared.statuses]:
+                    self.statuses[key] = shared.statuses[key]
+                    missing.discard(key)
+                    shared.hits += 1
+            if missing:
+                found = await uow.keys.statuses(missing)
+                fresh = {k: found.get(k) for k in missing}
+                self.statuses.update(fresh)
+                if shared is not None and self.generation is not None:
+                    shared.misses += len(fresh)
+                    if not grants_written(uow.session):
+                        shared.keep_statuses(self.generation, fresh)
+        return {k: self.statuses[k] for k in keys}
+
+    async def roles_in(self, uow: UnitOfWork, actor_id: str, namespace: str) -> frozenset[str]:
+        """The roles `actor_id` holds in `namespace` (system + every prefix)."""
+        key = (actor_id, namespace)
+        cached = self.roles.get(key)
+        if cached is not None:
+            return cached
+        shared = await self._shared(uow)
+        if shared is not None:
+            cached = shared.roles.get(key)
+            if cached is not None:
+                shared.hits += 1
+                self.roles[key] = cached
+                return cached
+        cached = frozenset(await uow.grants.roles_of(actor_id, namespace))
+        self.roles[key] = cached
+        if shared is not None and self.generation is not None:
+            shared.misses += 1
+            if not grants_written(uow.session):
+                shared.keep_roles(self.generation, key, cached)
+        return cached
 
     async def prefetch(self, runtime: Runtime, uow: UnitOfWork, process_ids: list[str]) -> None:
         """Lock and read the batch's processes and the ancestors their events may write
@@ -335,13 +398,11 @@ async def check_revoked(
     """
     envelope = signed.envelope
     keys = {k for k in (signed.signer, envelope.actor) if is_public_key(k)}
-    known = cache.statuses if cache is not None else {}
-    missing = keys - known.keys()
-    if missing:
-        found = await uow.keys.statuses(missing)
-        if cache is not None:
-            cache.statuses.update({k: found.get(k) for k in missing})
-        known = {**known, **found}
+    if cache is not None:
+        known = await cache.key_statuses(uow, keys)
+    else:
+        found = await uow.keys.statuses(keys)
+        known = {k: found.get(k) for k in keys}
     for key in keys:
         status = known.get(key)
         since = (status.revoked_at or status.rotated_at) if status is not None else None
@@ -364,8 +425,11 @@ async def apply_in(
 ) -> Written:
     """Apply `signed` inside `uow` (no commit): every read, the evaluation, every write.
 
-    `cache` lets the events of one transaction share key-status and role reads.
+    `cache` lets the events of one transaction share key-status and role reads (without
+    one, this event gets its own, backed by the runtime's `GrantCache` as a batch's is).
     """
+    if cache is None:
+        cache = ReadCache(shared=runtime.grant_cache)
     envelope = signed.envelope
     await check_revoked(uow, signed, cache)
     workflow = envelope.action.workflow
@@ -475,13 +539,10 @@ async def actor_in(
     """The actor with the roles it holds in `namespace` (system + every prefix)."""
     roles: frozenset[str] = frozenset()
     if is_public_key(actor_id):
-        key = (actor_id, namespace)
-        cached = cache.roles.get(key) if cache is not None else None
-        if cached is None:
-            cached = frozenset(await uow.grants.roles_of(actor_id, namespace))
-            if cache is not None:
-                cache.roles[key] = cached
-        roles = cached
+        if cache is not None:
+            roles = await cache.roles_in(uow, actor_id, namespace)
+        else:
+            roles = frozenset(await uow.grants.roles_of(actor_id, namespace))
     return Actor(id=actor_id, roles=roles, visitor=actor_id.startswith("visitor:"))
 
 

@@ -7,7 +7,8 @@ opens ONE unit of work and applies them one after the other, then commits once. 
 event stays all-or-nothing: when one is refused, the whole transaction is rolled back,
 the refused one is answered alone and the others are applied again as a new batch
 (no SAVEPOINT round trips on the happy path). Key
-statuses and roles are read once per batch (`ReadCache`, cleared after registry events).
+statuses and roles are read once per batch (`ReadCache`, cleared after registry events),
+and kept across batches while the grants generation stays the same (`GrantCache`).
 Callers get exactly what `act` gives them: the result after the commit, or the error
 (resubmissions and REPLAYED resolved as `act` does; attested losers of a seq race are
 re-run alone on fresh state).
@@ -158,7 +159,7 @@ class GroupCommitter:
                 async with runtime.uow() as uow:
                     if buffered and len(items) > 1:
                         uow.buffer_writes()
-                    cache = ReadCache()
+                    cache = ReadCache(shared=runtime.grant_cache)
                     # Lock order step 1: every existing process of the batch, by id.
                     await cache.prefetch(
                         runtime, uow, [item.signed.envelope.process for item in items]

@@ -36,6 +36,7 @@ from stateward.persistence.outbox import HANDOFF_KEY
 from stateward.persistence.uow import DbTimeouts
 from stateward.records import WorkflowVersionRecord
 from stateward.runtime.core.clock import Clock, SystemClock
+from stateward.runtime.core.grantcache import GrantCache
 from stateward.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,8 @@ class Runtime:
     ancestry: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     #: Live subscriptions' grant re-reads, shared per actor (`access/auth.SharedGrantReads`).
     grant_reads: Any = field(default=None, repr=False)
+    #: Key statuses and roles across transactions, checked by the grants generation.
+    grant_cache: GrantCache = field(default_factory=GrantCache, repr=False)
 
     @classmethod
     async def open(
