@@ -21,6 +21,7 @@ import math
 import re
 from typing import Any
 
+import orjson
 import rfc8785
 
 from stateward.domain.errors import DUPLICATE_KEY, INVALID_INPUT, INVALID_JSON, DomainError
@@ -143,6 +144,9 @@ def canonical_bytes(value: Any) -> bytes:
     Rejects NaN, ±Infinity, integers beyond ±(2^53 - 1), non-string keys, lone
     surrogates and non-JSON types with `DomainError(INVALID_INPUT)` and a JSON pointer.
     """
+    fast = _plain_canonical(value)
+    if fast is not None:
+        return fast
     check_canonicalizable(value)
     try:
         return rfc8785.dumps(value)
@@ -150,6 +154,45 @@ def canonical_bytes(value: Any) -> bytes:
         raise DomainError(INVALID_INPUT, f"cannot canonicalize: {exc}") from exc
     except RecursionError as exc:
         raise DomainError(INVALID_INPUT, "value is nested too deeply to canonicalize") from exc
+
+
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _plain_canonical(value: Any) -> bytes | None:
+    """The RFC 8785 bytes of `value` by orjson when that is provably the same, else None.
+
+    For exact dicts (str keys), lists, tuples, str, bool, None and integers within
+    ±(2^53 - 1), orjson's sorted compact output IS RFC 8785 when every character is in
+    the Basic Multilingual Plane: the same string escapes, and keys sorted by code point
+    = by UTF-16 unit. Floats (their spelling differs), subclasses and other types, keys
+    that are not strings, lone surrogates (orjson raises), U+0000 (refused by the strict
+    path) and characters beyond the BMP (4-byte UTF-8) are left to the strict path, whose
+    answer and errors are the reference. The walk visits each value once, in C-speed
+    type tests; the serialisation runs in C."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is dict:
+            extend(item.values())
+        elif kind is list or kind is tuple:
+            extend(item)
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return None
+        else:
+            return None
+    try:
+        out = orjson.dumps(value, option=_SORTED)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if b"\\u0000" in out or (not out.isascii() and max(out) >= 0xF0):
+        return None
+    return out
 
 
 def sha256_hex(data: bytes) -> str:
@@ -243,6 +286,61 @@ def _find_duplicate(value: Any, pointer: str = "") -> str | None:
     return None
 
 
+_NOT_PLAIN = object()
+#: Digits to `0`, every other byte to `.`: a run of 16 digits is then a plain search.
+_DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+_SIXTEEN_DIGITS = b"0" * 16
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when parsed `value` nests arrays/objects deeper than `limit` (level by level)."""
+    level = [value]
+    for _ in range(limit):
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def _plain_loads(text: str | bytes | bytearray) -> Any:
+    """What `loads_strict(text)` returns, by orjson, when that is provably the same; else
+    `_NOT_PLAIN` (then the strict parser runs and its verdict and messages are the
+    reference). orjson refuses what the strict parser refuses (malformed text, NaN and
+    Infinity, numbers overflowing a double, invalid UTF-8, lone surrogates — the strict
+    parser may still accept some of those and then answers itself) but keeps the last of
+    two equal keys and reads long integers differently, so:
+
+    - duplicate keys: every member of an object has exactly one `:` outside strings, and
+      orjson never escapes `:`; so when no `\\u003…` escape could spell one, the parsed
+      value written again has as many `:` as the text iff no member was dropped;
+    - integers: any run of 16 digits in the text (a literal that may pass ±(2^53 - 1))
+      goes to the strict parser, which decides faithful doubles and refusals;
+    - depth: counted on the parsed value when the text has more than `MAX_JSON_DEPTH`
+      brackets."""
+    if isinstance(text, str):
+        try:
+            text = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: orjson would refuse it too
+            return _NOT_PLAIN
+    if b"\\u003" in text or _SIXTEEN_DIGITS in text.translate(_DIGIT_RUNS):
+        return _NOT_PLAIN
+    colons, brackets = text.count(b":"), text.count(b"[") + text.count(b"{")
+    try:
+        value = orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return _NOT_PLAIN
+    if brackets > MAX_JSON_DEPTH and _depth_exceeds(value, MAX_JSON_DEPTH):
+        return _NOT_PLAIN
+    if colons and orjson.dumps(value).count(b":") != colons:
+        return _NOT_PLAIN
+    return value
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Parse JSON text strictly, so that what comes out can be canonicalized as it came in.
 
@@ -252,6 +350,12 @@ def loads_strict(text: str | bytes) -> Any:
     `DomainError(DUPLICATE_KEY)` with a pointer to the repeated key. Used before any
     signature check and before definition validation.
     """
+    fast = _plain_loads(text)
+    return _strict_loads(text) if fast is _NOT_PLAIN else fast
+
+
+def _strict_loads(text: str | bytes) -> Any:
+    """`loads_strict` by the standard library's parser with hooks: the reference."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")

@@ -250,3 +250,87 @@ def test_large_integer_literals_that_a_double_holds_exactly_read_back_as_floats(
     assert canonical_bytes(loads_strict("[1e20, 100000000000000000000]")) == (
         b"[100000000000000000000,100000000000000000000]"
     )
+
+
+# -- the orjson fast paths answer exactly as the strict parser and RFC 8785 (issue 18) ----
+
+FAST_PATH_TEXTS = [
+    '{"a":"x:y","a":1}',  # a duplicate whose dropped value held a colon
+    '{"b":{"a":1,"a":1}}',
+    '{"\\u003a":1,"\\u003A":2}',  # escaped colons: left to the strict parser
+    '{"a":1,"\\u0061":2}',  # a duplicate spelled by an escape
+    '{"a:b":"c:d","e":[":",{"f":":"}]}',
+    "[9007199254740991]",
+    "[9007199254740992]",
+    "[9007199254740993]",
+    "[18446744073709551616]",
+    "[-9223372036854775809]",
+    '{"n":1234567890123456}',
+    '"1234567890123456789"',
+    "[1e400]",
+    "[1.5, -0, 0.1, 1e-400]",
+    '"\\u0000"',
+    '"\\ud800"',
+    "NaN",
+    '{"a":1,}',
+    "[" * 64 + "]" * 64,
+    "[" * 65 + "]" * 65,
+    "[" * 300 + "]" * 300,
+    '{"a":' * 65 + "1" + "}" * 65,
+    '"' + "[" * 100 + '"',
+    " [1] ",
+    "\ufeff[1]",
+    "",
+]
+
+
+def _outcome(parse: Any, text: str | bytes) -> tuple[Any, ...]:
+    try:
+        value = parse(text)
+    except DomainError as error:
+        return ("refused", error.code, error.message, error.pointer)
+    return ("parsed", json.dumps(value, sort_keys=True), repr(type(value)))
+
+
+@pytest.mark.parametrize("text", FAST_PATH_TEXTS)
+def test_loads_strict_fast_path_answers_as_the_strict_parser(text: str) -> None:
+    from stateward.domain.canonical import _strict_loads
+
+    for form in (text, text.encode("utf-8")):
+        assert _outcome(loads_strict, form) == _outcome(_strict_loads, form)
+
+
+_KEYS = st.sampled_from(["a", "b", "a:b", ":", "é", "\u2028"])
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=False),
+    st.text(alphabet=st.sampled_from(["a", ":", '"', "\\", "\x01", "é", "😀", "1"]), max_size=6),
+)  # fmt: skip
+
+
+def _text_of(value: Any) -> str:
+    """JSON text of a tree whose objects are lists of pairs (so keys may repeat)."""
+    if isinstance(value, tuple):
+        return "{" + ",".join(json.dumps(k) + ":" + _text_of(v) for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_text_of(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+_PAIR_TREES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(st.tuples(_KEYS, inner), max_size=4).map(tuple),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PAIR_TREES)
+def test_loads_strict_fast_path_agrees_on_generated_text(tree: Any) -> None:
+    from stateward.domain.canonical import _strict_loads
+
+    text = _text_of(tree)
+    assert _outcome(loads_strict, text) == _outcome(_strict_loads, text)
+    assert _outcome(loads_strict, text.encode()) == _outcome(_strict_loads, text.encode())
