@@ -26,6 +26,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
+from stateward.persistence.types import JsonText
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: Key of the PostgreSQL advisory lock that serialises concurrent `init_schema` calls.
 SCHEMA_LOCK_KEY = 0x5354_4157_0001
@@ -78,7 +80,9 @@ def create_engine(
 def dumps_json(value: Any) -> str:
     """The text of a JSON column (orjson: instance data is written at every event, and the
     standard library took ~2 ms for 64 KB); values orjson refuses (integers past 64 bits,
-    non-string keys) go through `json.dumps`."""
+    non-string keys) go through `json.dumps`; a `JsonText` is already that text."""
+    if type(value) is JsonText:
+        return value
     if orjson is None:  # pragma: no cover
         return json.dumps(value)
     try:

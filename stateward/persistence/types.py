@@ -18,6 +18,14 @@ from sqlalchemy.types import TypeDecorator
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+class JsonText(str):
+    """JSON text already serialized, bound to a JSON column as it is (`db.dumps_json`
+    passes it through): instance data is dumped once per write, and the text's length
+    sizes the process data cache (`persistence/processes.py`)."""
+
+    __slots__ = ()
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timestamp column that only accepts and only returns aware UTC datetimes."""
 

@@ -46,8 +46,7 @@ from stateward.persistence.messages import MessageRepository
 from stateward.persistence.notify import NotificationRepository, WebhookRepository
 from stateward.persistence.onetrip import sequence_and_commit_pg
 from stateward.persistence.outbox import MetaRepository, OutboxRepository
-from stateward.persistence.processes import UPDATE as PROCESS_UPDATE
-from stateward.persistence.processes import ProcessRepository
+from stateward.persistence.processes import DataCache, ProcessRepository
 from stateward.persistence.schedules import ScheduleRepository
 from stateward.persistence.search import (
     AssignmentSearchRepository,
@@ -117,10 +116,12 @@ class UnitOfWork:
         *,
         readonly: bool = False,
         timeouts: DbTimeouts | None = None,
+        data_cache: DataCache | None = None,
     ) -> None:
         self._sessions = sessions
         self.readonly = readonly
         self.timeouts = timeouts or DbTimeouts()
+        self.data_cache = data_cache
         self.committed = False
 
     async def __aenter__(self) -> UnitOfWork:
@@ -145,7 +146,7 @@ class UnitOfWork:
                 await self._discard()
                 await session.close()
                 raise
-        self.processes = ProcessRepository(session)
+        self.processes = ProcessRepository(session, self.data_cache)
         self.search = SearchRepository(session)
         self.counts = CountRepository(session)
         self.audit = AuditRepository(session)
@@ -211,7 +212,7 @@ class UnitOfWork:
         `BufferedWriteFailed`."""
         if self.dialect != "sqlite":
             return False
-        writebuffer.install(self.session, writebuffer.WriteBuffer(PROCESS_UPDATE, EVENTS_INSERT))
+        writebuffer.install(self.session, writebuffer.WriteBuffer(EVENTS_INSERT))
         return True
 
     async def commit(self) -> None:
@@ -234,6 +235,7 @@ class UnitOfWork:
             self.session.info.clear()
             self.sequencer.reset()
         self.committed = True
+        self.processes.committed()  # the rows' data as committed (`DataCache`)
 
     async def rollback(self) -> None:
         """Discard everything done in this unit of work."""
@@ -250,6 +252,8 @@ class UnitOfWorkFactory:
     ) -> None:
         self.sessions = sessions
         self.timeouts = timeouts or DbTimeouts()
+        #: Instance data of committed rows, shared by this factory's units of work.
+        self.data_cache = DataCache()
 
     @classmethod
     def from_engine(
@@ -260,4 +264,6 @@ class UnitOfWorkFactory:
 
     def __call__(self, *, readonly: bool = False) -> UnitOfWork:
         """A new (not yet entered) unit of work."""
-        return UnitOfWork(self.sessions, readonly=readonly, timeouts=self.timeouts)
+        return UnitOfWork(
+            self.sessions, readonly=readonly, timeouts=self.timeouts, data_cache=self.data_cache
+        )

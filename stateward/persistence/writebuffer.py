@@ -5,7 +5,8 @@ row (UPDATE) and its event row (INSERT) as two statements; on SQLite each statem
 round trip to aiosqlite's thread. With a `WriteBuffer` on the unit of work
 (`UnitOfWork.buffer_writes()`, SQLite only) `ProcessRepository.update` and
 `EventRepository.append` queue their rows instead, and the buffer sends them as ONE
-`executemany` UPDATE and ONE multi-row `INSERT … RETURNING id` just before any other
+`executemany` UPDATE (one per run of the same statement: an update that keeps the data
+column is another) and ONE multi-row `INSERT … RETURNING id` just before any other
 statement of the transaction and at commit. So nothing can ever read around a queued row:
 every other statement, read or write, runs after the rows queued before it (a
 `do_orm_execute` hook on the session), and the sequencer step runs after the flush. The
@@ -27,6 +28,8 @@ sequencer step but the log's leaf queue and the sequencer, which run after the f
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import event
@@ -53,9 +56,11 @@ class BufferedWriteFailed(Exception):
 class WriteBuffer:
     """The queued rows of one transaction (see the module)."""
 
-    def __init__(self, update: Any, insert: Any) -> None:
-        self._update, self._insert = update, insert
-        self.updates: list[dict[str, Any]] = []
+    def __init__(self, insert: Any) -> None:
+        self._insert = insert
+        #: (UPDATE statement, its parameters), in the order queued: an update that
+        #: keeps the data column is another statement than one that writes it.
+        self.updates: list[tuple[Any, dict[str, Any]]] = []
         self.events: list[tuple[StoredEvent, dict[str, Any]]] = []
 
     def __bool__(self) -> bool:
@@ -66,12 +71,15 @@ class WriteBuffer:
         updates, self.updates = self.updates, []
         events, self.events = self.events, []
         try:
-            if updates:
-                result = session.execute(self._update, updates)
+            # one executemany per run of the same statement, in queue order (a row's
+            # later update expects the seq its earlier one wrote)
+            for statement, run in groupby(updates, key=itemgetter(0)):
+                params = [values for _, values in run]
+                result = session.execute(statement, params)
                 matched = result.rowcount  # type: ignore[attr-defined]
-                if matched != len(updates):
+                if matched != len(params):
                     raise BufferedWriteFailed(
-                        f"{len(updates) - matched} of {len(updates)} queued process updates "
+                        f"{len(params) - matched} of {len(params)} queued process updates "
                         "found their row at another seq"
                     )
             if events:

@@ -1,0 +1,142 @@
+"""The process data cache (issue 18): a locked read takes the data a runtime already
+holds only while the row is at the same head_hash; every write stores the new data
+exactly; a write that was rolled back is never served; an event that leaves the data
+alone does not rewrite it. Every test runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import text
+
+from stateward.governance.keys import KeyPair, generate_keypair
+from stateward.persistence import UnitOfWorkFactory
+from stateward.persistence.db import loads_json
+from stateward.runtime.access import registry
+from stateward.runtime.core.act import ActResult, act
+from stateward.runtime.core.commands import sign_as, start_instance
+from stateward.runtime.core.services import Runtime
+from stateward.runtime.insight.verify import verify
+from stateward.settings import Settings
+
+PATH = "tests/cache/counter"
+COUNTER = {
+    "$version": "2.0",
+    "$path": PATH,
+    "initial": "open",
+    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
+    "actions": {
+        "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
+        "note": {"label": "Note", "from": "open", "mutate": {"$set": {"note": "input.note"}}},
+        "add": {"label": "Add", "from": "open", "mutate": {"$append": {"items": "input.item"}}},
+        "touch": {"label": "Touch", "from": "open"},
+    },
+}
+ITEMS = [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(200)]
+#: The data `$start` gives the instance (the engine adds the state it starts in).
+BIG = {"items": ITEMS, "state": "open"}
+
+
+async def _act(rt: Runtime, key: KeyPair, pid: str, action: str, data: Any = None) -> ActResult:
+    return await act(rt, sign_as(rt, key, pid, action, PATH, data or {}), attested=False)
+
+
+async def _stored(url: str, pid: str) -> tuple[int, dict[str, Any]]:
+    """(seq, data) of the row read without any cache: a fresh engine, the raw column."""
+    other = await Runtime.open(Settings(database_url=url), node_key=generate_keypair())
+    try:
+        async with other.uow(readonly=True) as uow:
+            row = (
+                await uow.session.execute(
+                    text("SELECT seq, CAST(data AS TEXT) FROM processes WHERE id = :id"),
+                    {"id": pid},
+                )
+            ).one()
+    finally:
+        await other.close()
+    return row[0], loads_json(row[1])
+
+
+async def _started(rt: Runtime, operator: KeyPair) -> str:
+    await registry.deploy_workflow(rt, operator, COUNTER)
+    started = await start_instance(rt, operator.public, PATH, {"items": ITEMS})
+    assert started.record.data == BIG
+    return started.record.id
+
+
+async def test_a_row_another_node_moved_on_is_read_again_never_served_from_cache(
+    admin_rt, operator, db_url, clock
+):
+    pid = await _started(admin_rt, operator)
+    other = await Runtime.open(Settings(database_url=db_url), clock=clock,
+                               node_key=generate_keypair())  # fmt: skip
+    admin_rt.group_commit = True  # this node locks through the batch's prefetch
+    cache = admin_rt.uow.data_cache
+    try:
+        assert (await _act(admin_rt, operator, pid, "tick")).record.data["n"] == 1
+        assert (await _act(admin_rt, operator, pid, "tick")).record.data["n"] == 2
+        hits = cache.hits
+        assert hits >= 1  # the second tick took the data the first one committed
+        # the other node moves the row on twice (its own cache learns the row too)
+        assert (await _act(other, operator, pid, "tick")).record.data["n"] == 3
+        assert (await _act(other, operator, pid, "note", {"note": "b"})).record.data["n"] == 3
+        misses = cache.misses
+        result = await _act(admin_rt, operator, pid, "tick")
+        assert cache.misses == misses + 1  # the row's head_hash was not the cached one
+        assert result.record.data == {**BIG, "n": 4, "note": "b"}
+        # and back: the other node's cached row is now stale in its turn
+        other_misses = other.uow.data_cache.misses
+        result = await _act(other, operator, pid, "note", {"note": "c"})
+        assert other.uow.data_cache.misses == other_misses + 1
+        assert result.record.data == {**BIG, "n": 4, "note": "c"}
+        assert (await _act(admin_rt, operator, pid, "tick")).record.data["n"] == 5
+    finally:
+        await other.close()
+    assert await _stored(db_url, pid) == (8, {**BIG, "n": 5, "note": "c"})
+    report = await verify(admin_rt, pid)
+    assert report.valid, [p.line() for p in report.problems]
+
+
+async def test_an_action_that_mutates_data_stores_the_new_data_exactly(admin_rt, operator, db_url):
+    pid = await _started(admin_rt, operator)
+    admin_rt.group_commit = True
+    expected: dict[str, Any] = {**BIG, "items": list(ITEMS)}
+    for i in range(3):
+        result = await _act(admin_rt, operator, pid, "add", {"item": {"id": 1000 + i}})
+        expected["items"].append({"id": 1000 + i})
+        assert result.record.data == expected
+        result = await _act(admin_rt, operator, pid, "note", {"note": f"é{i}\u2028"})
+        expected["note"] = f"é{i}\u2028"
+        assert result.record.data == expected
+        assert await _stored(db_url, pid) == (result.record.seq, expected)
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (await uow.processes.get(pid)).data == expected  # type: ignore[union-attr]
+    assert (await verify(admin_rt, pid)).valid
+
+
+async def test_an_event_that_leaves_the_data_alone_keeps_it(admin_rt, operator, db_url):
+    pid = await _started(admin_rt, operator)
+    await _act(admin_rt, operator, pid, "tick")
+    for _ in range(2):  # the second touch: the data as this runtime's cache holds it
+        result = await _act(admin_rt, operator, pid, "touch")
+        assert result.record.data == {**BIG, "n": 1}
+    assert await _stored(db_url, pid) == (4, {**BIG, "n": 1})
+    await _act(admin_rt, operator, pid, "tick")  # and a change after it is written
+    assert await _stored(db_url, pid) == (5, {**BIG, "n": 2})
+    assert (await verify(admin_rt, pid)).valid
+
+
+async def test_a_rolled_back_write_never_enters_the_cache(admin_rt, operator, db_url):
+    pid = await _started(admin_rt, operator)
+    factory: UnitOfWorkFactory = admin_rt.uow
+    async with factory() as uow:
+        record = (await uow.processes.lock([pid]))[pid]
+        moved = replace(record, seq=record.seq + 1, head_hash="f" * 64, data={"lost": True})
+        await uow.processes.update(moved, expected_seq=record.seq)
+        await uow.rollback()
+    assert all(data != {"lost": True} for data, _ in factory.data_cache.known([pid]).values())
+    async with factory() as uow:
+        again = (await uow.processes.lock([pid]))[pid]
+    assert (again.seq, again.data, again.head_hash) == (record.seq, BIG, record.head_hash)
+    assert await _stored(db_url, pid) == (record.seq, BIG)
