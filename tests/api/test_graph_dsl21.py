@@ -271,3 +271,67 @@ async def test_a_workflows_actions_show_their_routes_and_multi_instance_spawns(a
     (spawn,) = actions["submit"]["spawn"]
     assert (spawn["workflow"], spawn["each"]) == ("ops/desk/task", {"$ref": "input.teams"})
     assert actions["joined"]["to"] == "$cancel"
+
+
+TIMED: dict[str, Any] = {
+    "$version": "2.0",
+    "$path": "ops/desk/timed",
+    "initial": "waiting",
+    "idle_timeout": {"seconds": 3600, "action": "expire"},
+    "states": {
+        "waiting": {
+            "label": "Waiting",
+            "sla_seconds": 100,
+            "sla_warning": 0.5,
+            "sla_warning_notify": False,
+            "timeout": {"seconds": {"$ref": "data.patience"}, "action": "escalate"},
+            "assign": {"user": {"$ref": "data.owner"}},
+        },
+        "fanned": {"label": "Fanned", "await": {"children": 2, "then": "joined"}},
+        "escalated": {"label": "Escalated", "sla_seconds": 60},
+        "done": {"label": "Done", "terminal": True, "returns": ["verdict", "note"]},
+    },
+    "actions": {
+        "escalate": {"role": "system", "from": "waiting", "to": "escalated"},
+        "expire": {"role": "system", "to": "$cancel"},
+        "fan": {"from": "waiting", "to": "fanned"},
+        "joined": {"role": "system", "from": "fanned", "to": "done"},
+        "close": {"from": "escalated", "to": "done"},
+    },
+}
+STATE_21 = (
+    "query($p:String!){workflow(path:$p){idleTimeout{action seconds reference expression} "
+    "states{key slaWarning slaWarningNotifies assignUser returns onAdvance autoAssign "
+    "retries{max backoffSeconds} timeout{action seconds reference expression} "
+    "join{children count then}}}}"
+)
+
+
+async def test_a_states_21_fields_are_typed_in_the_graph(api: Api) -> None:
+    """Timers, joins, returns, SLA warnings and person assignment are readable as typed
+    fields, so a frontend need not parse the definition's JSON for them."""
+    await api.ok(DEPLOY, {"d": TIMED})
+    body = await api.ok(STATE_21, {"p": TIMED["$path"]})
+    workflow = body["workflow"]
+    assert workflow["idleTimeout"] == {
+        "action": "expire", "seconds": 3600.0, "reference": None, "expression": None,
+    }  # fmt: skip
+    states = {s["key"]: s for s in workflow["states"]}
+    waiting = states["waiting"]
+    assert (waiting["slaWarning"], waiting["slaWarningNotifies"]) == (0.5, False)
+    assert waiting["timeout"] == {
+        "action": "escalate", "seconds": None, "reference": {"$ref": "data.patience"},
+        "expression": None,
+    }  # fmt: skip
+    assert waiting["assignUser"] == {"$ref": "data.owner"}
+    assert waiting["join"] is None
+    assert states["fanned"]["join"] == {"children": "2", "count": 2, "then": "joined"}
+    assert (states["escalated"]["slaWarning"], states["escalated"]["slaWarningNotifies"]) == (
+        0.8,
+        True,
+    )
+    done = states["done"]
+    assert done["returns"] == ["verdict", "note"]
+    assert (done["slaWarning"], done["timeout"], done["assignUser"], done["retries"]) == (
+        None, None, None, None,
+    )  # fmt: skip

@@ -16,7 +16,8 @@ import strawberry
 from strawberry.types import Info
 
 from stateward.domain import access
-from stateward.domain.model import ActionDef, Definition, StateDef
+from stateward.domain.effects import SLA_WARNING_FRACTION
+from stateward.domain.model import ActionDef, AwaitSpec, Definition, StateDef, TimeoutSpec
 from stateward.domain.search import InstanceSearch, Ordering
 from stateward.resolvers import reads, search
 from stateward.resolvers.ids import to_global_id
@@ -61,6 +62,57 @@ class FormField:
     options: JSON | None
 
 
+@strawberry.type(description="A timer of a state (`timeout`) or of an instance (`idle_timeout`).")
+class Timeout:
+    """DSL 2.1 `timeout`: perform `action` (as `system`) after a delay. Exactly one of
+    `seconds`, `reference` and `expression` says how long."""
+
+    action: str = strawberry.field(description="The action the timer performs when it fires.")
+    seconds: float | None = strawberry.field(description="A literal delay in seconds.")
+    reference: JSON | None = strawberry.field(
+        description='A `{"$ref": …}` to the instance data that gives the delay in seconds.'
+    )
+    expression: str | None = strawberry.field(
+        description="A value expression over the instance data that gives the delay."
+    )
+
+    @classmethod
+    def from_domain(cls, spec: TimeoutSpec | None) -> Timeout | None:
+        """The timer `spec`, or None when there is none."""
+        if spec is None:
+            return None
+        return cls(action=spec.action, seconds=spec.seconds, reference=spec.ref,
+                   expression=spec.expression)  # fmt: skip
+
+
+@strawberry.type(description="A join (DSL 2.1 `await`) on the children spawned in a state.")
+class Join:
+    """Perform `then` as `system` once enough children have finished: all of them, any
+    one, or `count` of them."""
+
+    children: str = strawberry.field(
+        description="`all`, `any`, or the number of children as a decimal string."
+    )
+    count: int | None = strawberry.field(description="The number of children, when one is set.")
+    then: str = strawberry.field(description="The action performed when the join completes.")
+
+    @classmethod
+    def from_domain(cls, spec: AwaitSpec | None) -> Join | None:
+        """The join `spec`, or None when the state has none."""
+        if spec is None:
+            return None
+        count = spec.children if isinstance(spec.children, int) else None
+        return cls(children=str(spec.children), count=count, then=spec.then)
+
+
+@strawberry.type(description="A state's `retries`: re-runs of a failing hook before an incident.")
+class Retries:
+    """Issue 15: a failing hook runs again up to `max` more times, `backoffSeconds` apart."""
+
+    max: int
+    backoff_seconds: float
+
+
 @strawberry.type
 class State(Node):
     """A state of one workflow version (DESIGN §2.1)."""
@@ -90,6 +142,35 @@ class State(Node):
         description="`auto_transition: true`: on entry the instance leaves at once by branch "
         "rules / ordinal + 1, with no hook and no human."
     )
+    sla_warning: float | None = strawberry.field(
+        description="The fraction of `slaSeconds` at which the SLA warning fires (0.8 unless "
+        "the state says otherwise); null when the state has no SLA."
+    )
+    sla_warning_notifies: bool = strawberry.field(
+        description="Whether the SLA warning is also written as a notification (as a breach is)."
+    )
+    timeout: Timeout | None = strawberry.field(
+        description="DSL 2.1: the state's timer (armed on entry, cancelled on leaving), or null."
+    )
+    join: Join | None = strawberry.field(
+        description="DSL 2.1 `await`: the join on the children spawned in this state, or null."
+    )
+    returns: list[str] = strawberry.field(
+        description="DSL 2.1, a terminal state of a child: the data keys handed to the parent."
+    )
+    assign_user: JSON | None = strawberry.field(
+        description='DSL 2.1 `assign: {user}`: the person (an id or a `{"$ref"}`) the '
+        "assignment opens for, or null."
+    )
+    on_advance: str | None = strawberry.field(
+        description="`stage_config.on_advance`: the hook `advance` runs before routing, or null."
+    )
+    auto_assign: str | None = strawberry.field(
+        description="`stage_config.auto_assign` (`round_robin`), or null."
+    )
+    retries: Retries | None = strawberry.field(
+        description="Re-runs of a failing hook before the instance stops in `error`, or null."
+    )
 
     @classmethod
     def from_domain(cls, definition: Definition, version: int, state: StateDef) -> State:
@@ -104,6 +185,14 @@ class State(Node):
             mode=None if state.mode is None else StageMode(state.mode), surface=state.surface,
             visible=list(state.visible), initial=definition.initial == state.key,
             type=StageType(state.stage_type), auto_transition=state.auto_transition,
+            sla_warning=None if state.sla_seconds is None else (
+                SLA_WARNING_FRACTION if state.sla_warning is None else state.sla_warning),
+            sla_warning_notifies=state.sla_warning_notify,
+            timeout=Timeout.from_domain(state.timeout), join=Join.from_domain(state.await_),
+            returns=list(state.returns), assign_user=state.assign_user,
+            on_advance=state.on_advance, auto_assign=state.auto_assign,
+            retries=None if state.retries is None else Retries(
+                max=state.retries.max, backoff_seconds=state.retries.backoff_seconds),
         )  # fmt: skip
 
     @strawberry.field(description="The form template as authored (JSON), or null.")
@@ -338,6 +427,13 @@ class Workflow(Node):
     def _states(self) -> list[State]:
         d = self._definition
         return [State.from_domain(d, self.version, s) for s in d.states.values()]
+
+    @strawberry.field(
+        description="DSL 2.1 `idle_timeout`: the instance's timer, re-armed by every event "
+        "while the instance is live, or null."
+    )
+    def idle_timeout(self) -> Timeout | None:
+        return Timeout.from_domain(self._definition.idle_timeout)
 
     @strawberry.field
     def initial_state(self) -> State:
