@@ -5,18 +5,28 @@ index (gap-free, assigned in commit order under the global sequencing lock) and 
 hash; the levels above keep every completed perfect subtree (about one per leaf, never
 rewritten); `log_head` is the one row holding the tree size and its frontier (the
 roots of the perfect subtrees tiling it), so an append reads one row, never a rescan.
-`checkpoints` keeps the signed tree heads. Hashes are lower-case hex.
+`checkpoints` keeps the signed tree heads.
+
+`log_nodes` is keyed by `(level, idx)` alone — a `WITHOUT ROWID` table on SQLite, so a
+node is one B-tree entry — with 32-byte binary hashes; the leaf's `event_id` has a
+partial unique index over the leaves only (inner nodes have none) and no foreign key
+(`verify` checks every leaf against its event). Migration 0016 made it so (it was a rowid
+table with 64-character hex hashes, a unique `event_id` over every row and a foreign key).
+The head's frontier and checkpoint roots stay lower-case hex.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Index, Integer, LargeBinary, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from stateward.persistence.models import Base, BigId
 from stateward.persistence.types import UTCDateTime
+
+#: The rows of `log_nodes` that are leaves (the partial index on `event_id`).
+LEAVES = "event_id IS NOT NULL"
 
 
 class LogNode(Base):
@@ -27,8 +37,19 @@ class LogNode(Base):
 
     level: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     idx: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    hash: Mapped[str] = mapped_column(String(64))
-    event_id: Mapped[int | None] = mapped_column(ForeignKey("events.id"), unique=True)
+    hash: Mapped[bytes] = mapped_column(LargeBinary(32))
+    event_id: Mapped[int | None] = mapped_column(BigId)
+
+    __table_args__ = (
+        Index(
+            "ix_log_nodes_event_id",
+            "event_id",
+            unique=True,
+            sqlite_where=text(LEAVES),
+            postgresql_where=text(LEAVES),
+        ),
+        {"sqlite_with_rowid": False},
+    )
 
 
 class LogHead(Base):

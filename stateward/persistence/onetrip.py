@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stateward.persistence.db import dumps_json
-from stateward.persistence.log import _HEADS, PENDING, _grow
+from stateward.persistence.log import _HEADS, PENDING, NodeRow, _grow
 from stateward.persistence.sequencer import LOCKED_INFO, SEQUENCER_LOCK_KEY
 from stateward.records import StoredEvent
 
@@ -81,7 +81,11 @@ def _outbox_sql(messages: list[dict[str, Any]]) -> str:
     )
 
 
-def _nodes_sql(rows: list[dict[str, Any]]) -> str:
+def _nodes_sql(nodes: list[NodeRow]) -> str:
+    # bytea from JSON text: its hex input form `\\x…`
+    rows = [
+        {"level": lv, "idx": ix, "hash": "\\x" + h.hex(), "event_id": ev} for lv, ix, h, ev in nodes
+    ]
     return (
         "INSERT INTO log_nodes (level, idx, hash, event_id) SELECT r.level, r.idx, r.hash, "
         f"r.event_id FROM jsonb_populate_recordset(NULL::log_nodes, {_jsonb(rows)}) AS r"

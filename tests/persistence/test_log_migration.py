@@ -146,3 +146,72 @@ async def test_versions_of_an_older_database_keep_their_hash_as_scheme_1_and_ver
         assert report.valid, [p.line() for p in report.problems]
     finally:
         await rt.close()
+
+
+async def _proofs(rt: Runtime) -> tuple[tuple[int, str], list[object], list[object]]:
+    """The head, every event's inclusion proof in the current tree and in the tree of 3
+    leaves, and the consistency proofs from every smaller tree to the current one."""
+    from stateward.runtime.insight.proofs import consistency_proof, event_proof
+
+    async with rt.uow(readonly=True) as uow:
+        head = await uow.log.head()
+        rows = await uow.log.events(limit=10000)
+    inclusion = [await event_proof(rt, e.process_id, e.seq) for _i, e in rows]
+    inclusion += [await event_proof(rt, e.process_id, e.seq, 3) for i, e in rows if i < 3]
+    consistency = [await consistency_proof(rt, m) for m in range(head[0] + 1)]
+    return head, inclusion, consistency
+
+
+async def test_log_nodes_in_the_old_form_migrate_to_the_compact_table(db_url):
+    """A database whose `log_nodes` is the old rowid table (hex hashes, unique and
+    foreign-keyed `event_id`; before 0016) upgrades: the nodes carry over as 32-byte
+    hashes, `verify` against a checkpoint signed before is clean, every proof is the
+    same, and appending goes on from the carried-over head."""
+    from sqlalchemy import text
+
+    from stateward.governance.checkpoint import parse_checkpoint
+    from stateward.runtime.core.commands import start_instance
+    from stateward.runtime.insight.checkpoints import checkpoint
+    from stateward.runtime.insight.logverify import verify_database
+
+    operator, node = generate_keypair(), generate_keypair()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=node)
+    try:
+        await init(rt, operator)
+        await registry.deploy_workflow(rt, operator, FLOW)
+        for _ in range(6):
+            await start_instance(rt, operator.public, FLOW["$path"], {})
+        cp = await checkpoint(rt)
+        assert cp is not None
+        before = await _proofs(rt)
+    finally:
+        await rt.close()
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0015"))
+            old = (await conn.execute(text("SELECT hash, event_id FROM log_nodes"))).all()
+        assert {len(h) for h, _e in old} == {64} and all(isinstance(h, str) for h, _e in old)
+        size = before[0][0]  # every perfect subtree: 2n - popcount(n) nodes, n of them leaves
+        assert len(old) == 2 * size - size.bit_count() and sum(e is not None for _h, e in old) == 9
+        await init_schema(engine)
+        assert await current_revision(engine) == "0016"
+        async with engine.connect() as conn:
+            new = (await conn.execute(text("SELECT hash FROM log_nodes"))).scalars().all()
+        assert len(new) == len(old) and {len(bytes(h)) for h in new} == {32}
+    finally:
+        await engine.dispose()
+    rt = await Runtime.open(Settings(database_url=db_url), node_key=node)
+    try:
+        assert await _proofs(rt) == before
+        saved = parse_checkpoint(cp.as_json())
+        report = await verify_database(rt, saved)
+        assert report.valid, [p.line() for p in report.problems]
+        await start_instance(rt, operator.public, FLOW["$path"], {})
+        async with rt.uow(readonly=True) as uow:
+            assert (await uow.log.head())[0] == before[0][0] + 1
+            assert await uow.log.unlogged_events() == 0
+        report = await verify_database(rt, saved)
+        assert report.valid, [p.line() for p in report.problems]
+    finally:
+        await rt.close()
