@@ -34,6 +34,7 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from stateward.app import create_app
+from stateward.http.ws_protocol import FrameWriterProtocol
 from stateward.observe import metrics, tracing
 from stateward.observe.logs import configure_logging
 from stateward.settings import Settings
@@ -176,7 +177,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "lifespan": "on",
         "log_level": "warning",
         "log_config": None,  # uvicorn logs through our root handler (JSON when asked)
-        "ws": "websockets-sansio",
+        # websockets-sansio, plus a synchronous frame writer for the fan-out
+        "ws": FrameWriterProtocol,
         "ws_max_size": settings.max_body_bytes,
         "ws_per_message_deflate": settings.ws_deflate,
         "proxy_headers": False,

@@ -60,6 +60,7 @@ from stateward.http.auth import authenticate, authorization_from_params, bearer_
 from stateward.http.context import RequestContext, create_loaders
 from stateward.http.graphiql import offline_graphiql_html
 from stateward.http.strict_json import RequestJSONError, load_request_json
+from stateward.http.ws_protocol import FRAME_WRITER, FrameWriter, text_frame
 from stateward.schema.base import LIVE_OPERATION, LiveOperation
 from stateward.schema.errors import ApiError, error_extensions, to_graphql_error
 from stateward.settings import Settings
@@ -157,6 +158,12 @@ class StrictWebSocketAdapter(ASGIWebSocketAdapter):
         except WebSocketDisconnect:  # pragma: no cover
             pass
 
+    def frame_writer(self) -> FrameWriter | None:
+        """The server's synchronous frame writer (`http.ws_protocol`), when it offers one."""
+        extensions = self.ws.scope.get("extensions") or {}
+        writer: FrameWriter | None = extensions.get(FRAME_WRITER)
+        return writer
+
     async def send_text(self, frame: str) -> None:
         """Send one ready text frame (a `next` frame of `schema.base.LiveOperation`)."""
         try:
@@ -206,7 +213,10 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
 
     async def run_operation(self, operation: Operation[RequestContext, None]) -> None:
         """Strawberry's operation task, with a `LiveOperation` in its context: resolvers
-        of shared events send their `next` frames straight to the socket (`schema.base`)."""
+        of shared events send their `next` frames straight to the socket (`schema.base`),
+        from the fan-out loop itself when the server offers a frame writer — only while
+        the operation is still this socket's (a `complete` from the client forgets it at
+        once, and its id may be reused before the task has ended)."""
 
         websocket = self.websocket
         if isinstance(websocket, StrictWebSocketAdapter):
@@ -215,7 +225,19 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[RequestContext, None]):
                 if not operation.completed:  # as Strawberry's `send_operation_message`
                     await websocket.send_text(frame)
 
-            LIVE_OPERATION.set(LiveOperation(operation.id, send_text))
+            writer = websocket.frame_writer()
+            write_frame: FrameWriter | None = None
+            if writer is not None:
+                operations, op_id = self.operations, operation.id
+
+                def write_frame(frame: bytes) -> bool:
+                    return (
+                        not operation.completed
+                        and operations.get(op_id) is operation
+                        and writer(frame)
+                    )
+
+            LIVE_OPERATION.set(LiveOperation(operation.id, send_text, write_frame, text_frame))
         await super().run_operation(operation)
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:

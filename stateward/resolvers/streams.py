@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from strawberry.types import Info
 
@@ -41,8 +41,17 @@ QUEUE_TYPES = (
     ev.ASSIGNMENT_COMPLETED, ev.ASSIGNMENT_CANCELLED, ev.SLA_WARNING, ev.SLA_BREACHED,
 )  # fmt: skip
 Payload = Mapping[str, Any]
-#: Sends a live payload to the subscriber itself (True), or declines (False: yield it).
-Direct = Callable[[Payload], Awaitable[bool]]
+
+
+class Direct(Protocol):
+    """Sends a live payload's frame to the subscriber itself (True), or declines (False:
+    the payload is yielded and Strawberry sends it). `schema.base.LiveOperation`."""
+
+    async def send(self, payload: Payload) -> bool:
+        """Send now or after the socket drains; False to decline."""
+
+    def send_now(self, payload: Payload) -> bool:
+        """Send at once without waiting (from the fan-out loop); False when it can't."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,9 @@ class LiveViewer:
         self.viewer: Viewer | None = viewer
         self.stale_since: float | None = None
         self.read_at = time.monotonic()
+        #: `allowed` per namespace for `viewer` as it is now (`may_receive`).
+        self.classes: dict[Any, bool] = {}
+        self.classes_of: Viewer | None = viewer
 
     def saw(self, payload: Payload) -> None:
         """Note a bus event; registry events invalidate the cached grants."""
@@ -115,6 +127,26 @@ class LiveViewer:
             )
         return self.viewer
 
+    def fresh(self) -> bool:
+        """True when `current()` would not read the grants again (no wait needed)."""
+        return self.viewer is None or (
+            self.stale_since is None and time.monotonic() - self.read_at <= REFRESH_AFTER
+        )
+
+    def may_receive(
+        self, me: Viewer | None, allowed: Callable[[Viewer | None, Payload], bool], payload: Payload
+    ) -> bool:
+        """`allowed(me, payload)` remembered per namespace — the payload's visibility class
+        — for as long as the grants stay those of `me` (a re-read gives a new viewer and
+        clears the memo). `allowed` must depend on the payload only through its namespace."""
+        if me is not self.classes_of:
+            self.classes, self.classes_of = {}, me
+        namespace = payload.get("namespace")
+        hit = self.classes.get(namespace)
+        if hit is None:
+            hit = self.classes[namespace] = allowed(me, payload)
+        return hit
+
 
 async def stream(
     info: Info,
@@ -126,7 +158,13 @@ async def stream(
     """Payloads matching `where` that the viewer may read (`allowed`, checked per delivery
     with grants kept current): backlog after `after`, then live. A live payload the
     viewer may read is first offered to `direct` (the websocket's encode-once path,
-    `schema.base.LiveOperation`) and yielded only when it declines."""
+    `schema.base.LiveOperation`) and yielded only when it declines.
+
+    With `direct`, once the backlog is replayed a live payload may also be handled in the
+    fan-out loop itself while this generator waits for the next one (`take_now`): the
+    same checks as below, in the same order, without waking this subscriber's task.
+    `allowed` then is remembered per namespace (the visibility class) for each reading of
+    the grants; without `direct` it is asked per delivery (it may raise)."""
     live = LiveViewer(info, viewer(info))
     bus = services(info).bus
     registry_event = REGISTRY_PREFIX
@@ -153,16 +191,44 @@ async def stream(
                     del message
                 if not full:
                     break
+        if direct is not None:
+            sub.take_now(_taker(live, where, last, allowed, direct))
         async for payload in sub:
             live.saw(payload)
             if int(payload.get("id", 0)) <= last or not where.matches(payload):
                 continue
-            if allowed(await live.current(), payload):
-                if direct is not None and await direct(payload):
-                    continue
+            me = await live.current()
+            if direct is None:
+                if allowed(me, payload):
+                    yield payload
+            elif live.may_receive(me, allowed, payload) and not await direct.send(payload):
                 yield payload
     finally:
         sub.close()
+
+
+def _taker(
+    live: LiveViewer,
+    where: StreamFilter,
+    last: int,
+    allowed: Callable[[Viewer | None, Payload], bool],
+    direct: Direct,
+) -> Callable[[Payload], bool]:
+    """The live loop of `stream` as one synchronous step for the fan-out (`take_now`):
+    handled (True) when skipped or sent; False — queue it, the loop does the rest — when
+    the grants must be read again or the frame can't be written at once."""
+
+    def take(payload: Payload) -> bool:
+        live.saw(payload)
+        if int(payload.get("id", 0)) <= last or not where.matches(payload):
+            return True
+        if not live.fresh():
+            return False
+        if not live.may_receive(live.viewer, allowed, payload):
+            return True
+        return direct.send_now(payload)
+
+    return take
 
 
 async def events(

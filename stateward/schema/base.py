@@ -159,33 +159,51 @@ class PerEventExecutionContext(PlainLeafFields, StrawberryGraphQLCoreExecutionCo
             executor._shared_key = self._shared_key_for(payload)
         return executor
 
-    def shared_body(self, root: Any) -> str | None:
-        """The JSON text of `{"data": …}` for this subscription's selection on `root`
-        when it is already known (another subscriber with the same document and
-        variables got this event), else None (`compute_shared_body`)."""
+    def shared_body(self, root: Any) -> SharedBody | None:
+        """The `{"data": …}` JSON of this subscription's selection on `root` when it is
+        already known (another subscriber with the same document and variables got this
+        event), else None (`compute_shared_body`)."""
         hit = _SHARED_BODIES.get(self._shared_key_for(root))
-        if hit is not None and hit[0] is root and hit[1] is self.operation:
-            return hit[2]
+        if hit is not None and hit.root is root and hit.operation is self.operation:
+            return hit
         return None
 
-    async def compute_shared_body(self, root: Any) -> str | None:
+    async def compute_shared_body(self, root: Any) -> SharedBody | None:
         """Execute the selection on a `shared_frame` root once for every subscriber with
         this document and variables and keep its `{"data": …}` JSON; None when `root` is
         not shareable or the result has errors (those go through Strawberry's path, which
         masks and codes them)."""
         if not getattr(root, "shared_frame", False):
             return None
-        key = self._shared_key_for(root)
-        hit = _SHARED_BODIES.get(key)
-        if hit is not None and hit[0] is root and hit[1] is self.operation:
-            return hit[2]
+        hit = self.shared_body(root)
+        if hit is not None:
+            return hit
         result = self.build_per_event_executor(root).execute_operation(False)
         if self.is_awaitable(result):
             result = await result
+        return self._keep_body(root, result)
+
+    def compute_shared_body_now(self, root: Any) -> SharedBody | None:
+        """`compute_shared_body` without waiting (the fan-out loop's path): also None
+        when the selection does not complete synchronously (an async resolver)."""
+        if not getattr(root, "shared_frame", False):
+            return None
+        hit = self.shared_body(root)
+        if hit is not None:
+            return hit
+        result = self.build_per_event_executor(root).execute_operation(False)
+        if self.is_awaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            return None
+        return self._keep_body(root, result)
+
+    def _keep_body(self, root: Any, result: Any) -> SharedBody | None:
         if getattr(result, "errors", None) or getattr(result, "extensions", None):
             return None
-        body = _dumps({"data": result.data})
-        _SHARED_BODIES[key] = (root, self.operation, body)
+        body = SharedBody(root, self.operation, _dumps({"data": result.data}))
+        _SHARED_BODIES[self._shared_key_for(root)] = body
         while len(_SHARED_BODIES) > SHARED_RESULTS_SIZE:
             _SHARED_BODIES.popitem(last=False)
         return body
@@ -227,8 +245,25 @@ SHARED_RESULTS_SIZE = 512
 _SHARED_RESULTS: OrderedDict[tuple[int, int, str], tuple[Any, Any, Any]] = OrderedDict()
 
 
+class SharedBody:
+    """The `{"data": …}` JSON of one (event, document, variables), and the ready websocket
+    frames built from it for the first few operation ids (`LiveOperation.send_now`)."""
+
+    __slots__ = ("frames", "operation", "root", "text")
+
+    def __init__(self, root: Any, operation: Any, text: str) -> None:
+        self.root = root  # kept alive: its id is part of the key
+        self.operation = operation
+        self.text = text
+        self.frames: dict[str, bytes] = {}
+
+
+#: Ready frames kept per body: clients often number their operations alike ("1"), but
+#: with random ids every frame differs, and 512 bodies × 1,000 sockets would pin ~70 MB.
+FRAMES_PER_BODY = 8
+
 #: The `{"data": …}` JSON of recent shared results, keyed as `_SHARED_RESULTS`.
-_SHARED_BODIES: OrderedDict[tuple[int, int, str], tuple[Any, Any, str]] = OrderedDict()
+_SHARED_BODIES: OrderedDict[tuple[int, int, str], SharedBody] = OrderedDict()
 
 
 def _dumps(value: Any) -> str:
@@ -252,14 +287,28 @@ class LiveOperation:
     before it calls `send`, exactly as before. `send` answers False when it can't (no
     executor, a root that isn't shareable, a result with errors): the resolver then yields
     the root the usual way, so errors are still masked and coded by Strawberry.
+
+    `send_now(root)` is the same without waiting, called from the fan-out loop itself:
+    when the transport offers a synchronous writer (`write_frame`, with `frame` building
+    a ready websocket frame from the text), the frame — the same bytes for every
+    subscriber whose operation has the same id — is written at once; False (nothing
+    written) when it can't be, and the payload then takes the subscriber's queue.
     """
 
-    __slots__ = ("executor", "prefix", "send_text")
+    __slots__ = ("executor", "frame", "prefix", "send_text", "write_frame")
 
-    def __init__(self, operation_id: str, send_text: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        operation_id: str,
+        send_text: Callable[[str], Awaitable[None]],
+        write_frame: Callable[[bytes], bool] | None = None,
+        frame: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.executor: PerEventExecutionContext | None = None
         self.prefix = f'{{"id":{_dumps(operation_id)},"type":"next","payload":'
         self.send_text = send_text
+        self.write_frame = write_frame if frame is not None else None
+        self.frame = frame
 
     async def send(self, root: Any) -> bool:
         """Send `root`'s frame; False when it must go through Strawberry instead."""
@@ -271,8 +320,25 @@ class LiveOperation:
             body = await executor.compute_shared_body(root)
             if body is None:
                 return False
-        await self.send_text(self.prefix + body + "}")
+        await self.send_text(self.prefix + body.text + "}")
         return True
+
+    def send_now(self, root: Any) -> bool:
+        """Write `root`'s frame at once; False (nothing written) when it can't be."""
+        write, executor = self.write_frame, self.executor
+        if write is None or executor is None:
+            return False
+        body = executor.shared_body(root) or executor.compute_shared_body_now(root)
+        if body is None:
+            return False
+        prefix = self.prefix
+        ready = body.frames.get(prefix)
+        if ready is None:
+            assert self.frame is not None
+            ready = self.frame((prefix + body.text + "}").encode())
+            if len(body.frames) < FRAMES_PER_BODY:
+                body.frames[prefix] = ready
+        return write(ready)
 
 
 #: The live operation of the current task (set by the websocket handler per operation).

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import strawberry
 from strawberry.types import Info
 
 from stateward.resolvers import batches, streams
-from stateward.schema.base import LIVE_OPERATION
+from stateward.schema.base import LIVE_OPERATION, LiveOperation
 from stateward.schema.inputs import EventFilter
 from stateward.schema.types.batches import BatchOperation
 from stateward.schema.types.bus import BusEvent
@@ -49,16 +49,27 @@ class Subscription:
             yield BatchOperation.from_record(batch)
 
 
-def _direct() -> Callable[[Mapping[str, Any]], Awaitable[bool]] | None:
-    """How a live payload this subscriber may receive is sent without Strawberry's
-    per-event path: its `BusEvent`'s frame, encoded once for every subscriber with the
-    same document and variables (`schema.base.LiveOperation`); None outside a websocket
-    operation."""
+class _Direct:
+    """A live payload this subscriber may receive, sent without Strawberry's per-event
+    path: its `BusEvent`'s frame, encoded once for every subscriber with the same document
+    and variables (`schema.base.LiveOperation`) — from the subscriber's task (`send`) or
+    straight from the fan-out loop (`send_now`)."""
+
+    __slots__ = ("live",)
+
+    def __init__(self, live: LiveOperation) -> None:
+        self.live = live
+
+    async def send(self, payload: Mapping[str, Any]) -> bool:
+        """Send `payload`'s frame, waiting for the socket if need be; False to decline."""
+        return await self.live.send(BusEvent.shared(payload))
+
+    def send_now(self, payload: Mapping[str, Any]) -> bool:
+        """Write `payload`'s frame at once; False when it can't be written now."""
+        return self.live.send_now(BusEvent.shared(payload))
+
+
+def _direct() -> _Direct | None:
+    """The current websocket operation's direct sender (None outside one)."""
     live = LIVE_OPERATION.get()
-    if live is None:
-        return None
-
-    async def send(payload: Mapping[str, Any]) -> bool:
-        return await live.send(BusEvent.shared(payload))
-
-    return send
+    return None if live is None else _Direct(live)

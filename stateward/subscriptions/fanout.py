@@ -4,6 +4,11 @@ Each subscriber has its own bounded queue. Delivery never waits: a subscriber wh
 is full is dropped at once with reason SLOW_CONSUMER (its buffered items are discarded),
 so one stalled dashboard cannot make the node's memory grow or hold up the others. The
 subscriber then resumes with `after: <cursor>` from the outbox.
+
+A subscriber may also take a payload at once, in the dispatching loop, without its task
+waking up (`LocalSubscription.take_now`, issue 18): only while its consumer is idle —
+waiting for the next payload with nothing queued — so every earlier payload is already
+handled and order is kept; whatever the hook declines is queued as usual.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ DEFAULT_MAXSIZE = 1000
 
 Payload = Mapping[str, Any]
 Filter = Callable[[Payload], bool]
+#: Handles a payload at once in the dispatching loop (True), or declines (False: queue it).
+TakeNow = Callable[[Payload], bool]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,18 @@ class LocalSubscription:
         self.closed = False
         self.closed_reason: str | None = None
         self.delivered = 0
+        #: Handled at once by `take_now` rather than queued (a metrics figure).
+        self.taken_now = 0
+        self._take_now: TakeNow | None = None
+        self._idle = False  # the consumer waits in `__anext__` with nothing queued
+
+    def take_now(self, hook: TakeNow | None) -> None:
+        """Let `hook` handle a matching payload in the dispatching loop itself while the
+        consumer is idle (waiting, nothing queued): True means handled (sent, or rightly
+        skipped), False means queue it as usual. The consumer's own checks must be the
+        hook's: it stands in for the consumer's next step, never for a different one.
+        None removes the hook."""
+        self._take_now = hook
 
     def offer(self, payload: Payload) -> None:
         """Queue `payload` if it matches the filter; drop the subscriber if its queue is full."""
@@ -62,6 +81,14 @@ class LocalSubscription:
             return
         if not wanted:
             return
+        hook = self._take_now
+        if hook is not None and self._idle and self._queue.empty():
+            try:
+                if hook(payload):
+                    self.taken_now += 1
+                    return
+            except Exception:  # the consumer's own path will meet (and report) it
+                log.exception("subscription take_now failed; queueing the payload")
         try:
             self._queue.put_nowait(payload)
         except asyncio.QueueFull:
@@ -75,6 +102,7 @@ class LocalSubscription:
         if self.closed:
             return
         self.closed = True
+        self._take_now = None
         self.closed_reason = reason
         self._fanout.discard(self)
         while not self._queue.empty():  # free buffered payloads now
@@ -86,7 +114,15 @@ class LocalSubscription:
 
     async def __anext__(self) -> Payload:
         """The next matching payload, in bus order."""
-        item = await self._queue.get()
+        queue = self._queue
+        if queue.empty():
+            self._idle = True
+            try:
+                item = await queue.get()
+            finally:
+                self._idle = False
+        else:
+            item = queue.get_nowait()
         if item is _END:
             self._queue.put_nowait(_END)  # keep later calls ending too
             if self.closed_reason is None:

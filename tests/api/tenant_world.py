@@ -19,6 +19,8 @@ import uvicorn
 import websockets
 from graph_stack import Api
 
+from stateward.http.ws_protocol import FrameWriterProtocol
+
 LEAD: dict[str, Any] = {
     "$version": "2.0",
     "$path": "acme/sales/lead",
@@ -108,9 +110,18 @@ def names_nothing(body: dict[str, Any], *secrets: str) -> bool:
     return not any(re.search(re.escape(s), text) for s in secrets)
 
 
-async def serve(api: Api) -> AsyncIterator[str]:
-    """Serve the stack's app on a free port with a real uvicorn; yields the ws URL."""
-    config = uvicorn.Config(api.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")
+async def serve(
+    api: Api, *, frame_writer: bool = True, deflate: bool = False
+) -> AsyncIterator[str]:
+    """Serve the stack's app on a free port with a real uvicorn; yields the ws URL. As
+    `stateward serve` by default: live frames may be written from the fan-out loop
+    (`frame_writer`; without it they take the awaited ASGI path) and permessage-deflate
+    is not offered (`deflate`)."""
+    config = uvicorn.Config(
+        api.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning",
+        ws=FrameWriterProtocol if frame_writer else "websockets-sansio",
+        ws_per_message_deflate=deflate,
+    )  # fmt: skip
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -1,5 +1,7 @@
 """Fan-out that executes once: subscribers of one event with the same document share one
-execution, and a subscriber never receives an event of a namespace it may not read."""
+execution, and a subscriber never receives an event of a namespace it may not read —
+whether frames are written from the fan-out loop (`http.ws_protocol`, as `stateward
+serve` runs) or by each subscriber's task (a server without the frame writer)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,21 @@ from graph_stack import Api
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from tenant_world import ACT, Socket, serve, subscribed, world
 
+from stateward.http.ws_protocol import FrameWriterProtocol
 from stateward.schema import base
 
 QUERY = 'subscription{events(filter:{types:["workflow.updated"]}){type namespace instanceId}}'
 
 
-@pytest.fixture
-async def ws_url(api: Api) -> AsyncIterator[str]:
-    async for url in serve(api):
+#: (frame writer offered, permessage-deflate offered): frames are written from the fan-out
+#: loop only in the first case (deflate would have to transform each frame).
+SERVERS = {"frame-writer": (True, False), "asgi-send": (False, False), "deflate": (True, True)}
+
+
+@pytest.fixture(params=list(SERVERS))
+async def ws_url(api: Api, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    frame_writer, deflate = SERVERS[request.param]
+    async for url in serve(api, frame_writer=frame_writer, deflate=deflate):
         yield url
 
 
@@ -33,7 +42,7 @@ async def _frames(sock: Socket, count: int) -> list[dict[str, Any]]:
 
 
 async def test_a_restricted_subscriber_never_receives_another_class_frame(
-    api: Api, ws_url: str, monkeypatch: pytest.MonkeyPatch
+    api: Api, ws_url: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     w = await world(api)
     runs = 0
@@ -55,6 +64,16 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
         return dumps(value)
 
     monkeypatch.setattr(base, "_dumps", counted_dumps)
+    written: list[bytes] = []
+    write_frame = FrameWriterProtocol.write_frame
+
+    def counted_write(self: FrameWriterProtocol, frame: bytes) -> bool:
+        done = write_frame(self, frame)
+        if done:
+            written.append(frame)
+        return done
+
+    monkeypatch.setattr(FrameWriterProtocol, "write_frame", counted_write)
     socks = {
         name: await Socket.open(ws_url, token)
         for name, token in (
@@ -87,6 +106,10 @@ async def test_a_restricted_subscriber_never_receives_another_class_frame(
     assert [f for f in admin1 if f["data"]["events"]["namespace"] == "acme/sales"] == acme
     assert runs == 3  # one execution per event, shared by every subscriber allowed to see it
     assert encoded == 3  # and one serialisation of its payload (`LiveOperation`)
+    if request.node.callspec.params["ws_url"] == "frame-writer":  # from the fan-out loop
+        assert written and all(f.startswith(b"\x81") for f in written)
+    else:
+        assert written == []
 
 
 async def test_different_documents_are_executed_apart(api: Api, ws_url: str) -> None:

@@ -85,3 +85,62 @@ async def test_a_filter_that_raises_drops_only_its_subscriber():
 def test_a_queue_must_have_a_positive_bound():
     with pytest.raises(ValueError):
         Fanout().subscribe(maxsize=0)
+
+
+async def test_take_now_handles_payloads_only_while_the_consumer_is_idle():
+    """The fan-out hands a payload to `take_now` only while the consumer waits with
+    nothing queued; otherwise it is queued, so the consumer sees everything in bus order."""
+    fanout = Fanout()
+    sub = fanout.subscribe()
+    taken: list[str] = []
+
+    def take(payload: dict) -> bool:
+        taken.append(payload["id"])
+        return payload["id"] != "2"  # declines "2": it must be queued
+
+    sub.take_now(take)
+    fanout.dispatch(_event(0))  # nobody is waiting yet: queued
+    assert taken == [] and sub.pending == 1
+    assert (await anext(sub))["id"] == "0"
+
+    waiting = asyncio.ensure_future(anext(sub))
+    await asyncio.sleep(0)  # the consumer now waits, nothing queued
+    fanout.dispatch(_event(1))  # taken at once
+    fanout.dispatch(_event(2))  # declined: queued, the consumer wakes for it
+    fanout.dispatch(_event(3))  # "2" is still queued: "3" must queue behind it
+    assert taken == ["1", "2"] and sub.taken_now == 1
+    assert (await waiting)["id"] == "2"
+    assert (await anext(sub))["id"] == "3"
+
+    busy = asyncio.ensure_future(anext(sub))
+    await asyncio.sleep(0)
+    sub.take_now(None)
+    fanout.dispatch(_event(4))  # no hook: queued
+    assert (await busy)["id"] == "4" and taken == ["1", "2"]
+
+
+async def test_a_take_now_that_raises_queues_the_payload():
+    fanout = Fanout()
+    sub = fanout.subscribe()
+
+    def broken(payload: dict) -> bool:
+        raise RuntimeError("boom")
+
+    sub.take_now(broken)
+    waiting = asyncio.ensure_future(anext(sub))
+    await asyncio.sleep(0)
+    fanout.dispatch(_event(7))
+    assert (await waiting)["id"] == "7" and not sub.closed
+
+
+async def test_a_slow_consumer_is_still_dropped_when_take_now_declines():
+    fanout = Fanout()
+    sub = fanout.subscribe(maxsize=2)
+    sub.take_now(lambda payload: False)  # e.g. the socket is not writable
+    waiting = asyncio.ensure_future(anext(sub))
+    await asyncio.sleep(0)
+    for i in range(4):
+        fanout.dispatch(_event(i))
+    assert sub.closed and sub.closed_reason == SLOW_CONSUMER
+    with pytest.raises(SubscriptionClosed):  # its buffered payloads were freed
+        await waiting
