@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from graph_stack import Api, loan
 from sqlalchemy import event
 
+from stateward.persistence import uow as uow_module
 from stateward.runtime.core.commands import sign_as
 from stateward.runtime.core.group import committer_of
 from stateward.runtime.insight.verify import verify
@@ -122,3 +125,44 @@ async def test_the_answers_read_each_signers_grants_once_after_the_commits(api: 
     assert [r["error"] for r in results] == [None] * 40
     assert all(r["result"]["instance"] is not None for r in results)
     assert len(reads) == 1
+
+
+async def test_no_answer_leaves_before_the_batch_committed(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Responses leave only after commit: the request is held while its batch's COMMIT
+    is, nothing is visible meanwhile, and every item is answered once it committed; its
+    bus messages were published, in commit order, before the answer."""
+    ids = await _started(api, 3)
+    items = [_signed(api, i, "submit", {"fields": {"amount": n}}) for n, i in enumerate(ids)]
+    entered, release = asyncio.Event(), asyncio.Event()
+    for name in ("sequence_and_commit", "sequence_and_commit_pg"):
+        original = getattr(uow_module, name)
+
+        async def held(uow: Any, original: Any = original) -> None:
+            if uow.sequencer.events:
+                entered.set()
+                await release.wait()
+            await original(uow)
+
+        monkeypatch.setattr(uow_module, name, held)
+    published: list[dict[str, Any]] = []
+
+    async def seen(messages: Any) -> None:
+        published.extend(messages)
+
+    api.runtime.publishers.append(seen)
+    call = asyncio.create_task(api.ok(MANY, {"l": items}, token=None))
+    await asyncio.wait_for(entered.wait(), 30)
+    await asyncio.sleep(0.3)
+    assert not call.done(), "answered before its batch committed"
+    states = [(await api.ok(READ, {"i": i}))["instance"]["state"]["key"] for i in ids]
+    assert states == ["intake"] * 3  # nothing visible yet
+    assert published == []
+    release.set()
+    results = (await asyncio.wait_for(call, 30))["submitEvents"]
+    api.runtime.publishers.remove(seen)
+    assert [r["error"] for r in results] == [None] * 3
+    advanced = [m["instanceId"] for m in published if m["type"] == "workflow.advanced"]
+    assert advanced == ids  # all published before the answer, in commit order
+    assert [m["id"] for m in published] == sorted(m["id"] for m in published)

@@ -40,7 +40,6 @@ from stateward.runtime.core.act import (
     _resubmission,
     act,
     act_verified,
-    after_commit,
     apply_in,
     result_of,
 )
@@ -221,17 +220,23 @@ class GroupCommitter:
         self.batches += 1
         self.events += len(items)
         metrics.record_batch(len(items))
-        for item in items + refused:
+        committed = [item for item in items if item.written is not None]
+        if committed:
+            # Publishing and automation run outside the writer (an automated `$automate`
+            # event is itself submitted here, and the writer must not wait on itself):
+            # ONE task for the whole batch, which answers each caller after its publish.
+            self._spawn(self._finish(committed))
+        for item in refused:
             await self._settle(item)
 
+    def _spawn(self, work: Any) -> None:
+        task = self._loop.create_task(work)
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
     async def _settle(self, item: _Item) -> None:
-        if item.written is not None:
-            # Publishing and automation run outside the writer: an automated `$automate`
-            # event is itself submitted here, and the writer must not wait on itself.
-            task = self._loop.create_task(self._finish(item, item.written))
-            self._finishing.add(task)
-            task.add_done_callback(self._finishing.discard)
-        elif isinstance(item.error, SeqConflict) and item.attested:
+        """Answer an event the batch did not commit: alone again, or as `act` would."""
+        if isinstance(item.error, SeqConflict) and item.attested:
             await self._alone(item)
         else:
             try:
@@ -243,10 +248,36 @@ class GroupCommitter:
             else:
                 item.future.set_result(result)
 
-    async def _finish(self, item: _Item, written: Written) -> None:
+    async def _finish(self, items: list[_Item]) -> None:
+        """After the commit: publish the batch's bus messages in one call (in commit
+        order), then answer each caller; an event with automation hooks or message
+        deliveries gets its own task for those (as `after_commit` does them) and is
+        answered when they are done, so one slow hook delays no other answer."""
+        try:
+            publishing = time.time_ns()
+            await self.runtime.publish(
+                [row.message() for item in items for row in _written(item).outbox]
+            )
+            tracing.record_span("act.publish", publishing, time.time_ns(), (i.trace for i in items))
+            metrics.record_published(
+                row.created_at for item in items for row in _written(item).outbox
+            )
+        finally:
+            for item in items:
+                written = _written(item)
+                if written.hooks or written.messages:
+                    self._spawn(self._automate(item, written))
+                elif not item.future.done():
+                    item.future.set_result(result_of(written))
+
+    async def _automate(self, item: _Item, written: Written) -> None:
+        """`after_commit`'s automation and deliveries of one event, then its answer."""
         try:
             with tracing.attached(item.trace):
-                await after_commit(self.runtime, written)
+                for process_id, hook in written.hooks:
+                    await self.runtime.run_automation(process_id, hook)
+                if written.messages:
+                    await self.runtime.deliver_messages(written.messages)
         finally:
             if not item.future.done():
                 item.future.set_result(result_of(written))
@@ -265,6 +296,11 @@ class GroupCommitter:
             item.future.set_exception(error)
         else:
             item.future.set_result(result)
+
+
+def _written(item: _Item) -> Written:
+    assert item.written is not None
+    return item.written
 
 
 def committer_of(runtime: Runtime) -> GroupCommitter:
