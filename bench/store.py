@@ -17,7 +17,9 @@ Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`
 - `full_vs_normal`: events/s with STATEWARD_SQLITE_SYNCHRONOUS=full ÷ normal, 32 writers
   (goal >= 0.3);
 - `data_64k_vs_1k`: events/s on instances holding 64 KB of data ÷ 1 KB (goal >= 0.9), with
-  `data_64k_vs_1k_cpu` the same ratio in CPU per event (this process's CPU time).
+  `data_64k_vs_1k_cpu` the same ratio in CPU per event (this process's CPU time) and
+  `data_cpu_ms_1k` / `data_cpu_ms_64k` the CPU ms per event; the same with a `_pg` suffix
+  on PostgreSQL when it is reachable (this process's CPU only, not the server's).
 Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
 """
 
@@ -146,10 +148,16 @@ def instance_data(size: int) -> dict[str, Any]:
 
 
 async def _sqlite_rate(
-    n: int, concurrency: int, *, synchronous: str = "normal", data: dict[str, Any] | None = None
+    n: int,
+    concurrency: int,
+    *,
+    synchronous: str = "normal",
+    data: dict[str, Any] | None = None,
+    url: str = "sqlite+aiosqlite:///x.db",
 ) -> tuple[float, float]:
-    """(events/s, CPU ms per event) on a fresh SQLite file, group commit on."""
-    url = await _fresh("sqlite+aiosqlite:///x.db")
+    """(events/s, CPU ms per event of this process) on a fresh database of `url`'s kind
+    (a SQLite file by default), group commit on."""
+    url = await _fresh(url)
     extra = {"sqlite_synchronous": synchronous} if synchronous != "normal" else {}
     rt = await Runtime.open(Settings(database_url=url, **extra), node_key=generate_keypair())
     cpu: list[float] = []
@@ -160,29 +168,48 @@ async def _sqlite_rate(
     return rate, cpu[0] * 1000 / n
 
 
-async def _variants(quick: bool, rounds: int) -> dict[str, Any]:
+async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
     """`full_vs_normal` (32 writers) and `data_64k_vs_1k` (events/s and CPU per event), in
-    alternating rounds; each ratio is the median of the rounds' ratios."""
+    alternating rounds; each ratio is the median of the rounds' ratios. With `pg` the data
+    ratio again on PostgreSQL (`_pg` keys; CPU of this process, not the server's)."""
     n = 300 if quick else 1500
-    full, data, data_cpu = [], [], []
+    full: list[float] = []
+    sizes = {"": "sqlite+aiosqlite:///x.db"}
+    if pg:
+        sizes["_pg"] = os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG
+    data: dict[str, list[float]] = {k: [] for k in sizes}
+    data_cpu: dict[str, list[float]] = {k: [] for k in sizes}
+    cpu_ms: dict[str, list[tuple[float, float]]] = {k: [] for k in sizes}
     for _ in range(rounds):
         normal_rate, _ = await _sqlite_rate(n, 32, synchronous="normal")
         full_rate, _ = await _sqlite_rate(n, 32, synchronous="full")
         full.append(full_rate / normal_rate)
-        small_rate, small_cpu = await _sqlite_rate(n, 24, data=instance_data(1024))
-        big_rate, big_cpu = await _sqlite_rate(n, 24, data=instance_data(64 * 1024))
-        data.append(big_rate / small_rate)
-        data_cpu.append(small_cpu / big_cpu)
-    return {
+        for key, url in sizes.items():
+            small_rate, small_cpu = await _sqlite_rate(n, 24, data=instance_data(1024), url=url)
+            big_rate, big_cpu = await _sqlite_rate(n, 24, data=instance_data(64 * 1024), url=url)
+            data[key].append(big_rate / small_rate)
+            data_cpu[key].append(small_cpu / big_cpu)
+            cpu_ms[key].append((small_cpu, big_cpu))
+    result: dict[str, Any] = {
         "full_vs_normal": statistics.median(full),
         "full_vs_normal_range": [min(full), max(full)],
-        "data_64k_vs_1k": statistics.median(data),
-        "data_64k_vs_1k_range": [min(data), max(data)],
-        "data_64k_vs_1k_cpu": statistics.median(data_cpu),
     }
+    for key in sizes:
+        result.update(
+            {
+                f"data_64k_vs_1k{key}": statistics.median(data[key]),
+                f"data_64k_vs_1k{key}_range": [min(data[key]), max(data[key])],
+                f"data_64k_vs_1k{key}_cpu": statistics.median(data_cpu[key]),
+                f"data_cpu_ms_1k{key}": statistics.median(c for c, _ in cpu_ms[key]),
+                f"data_cpu_ms_64k{key}": statistics.median(c for _, c in cpu_ms[key]),
+            }
+        )
+    return result
 
 
 _CLEANUP: list[Any] = []
+#: `--json` keys printed by name (the other `data_*` figures follow them).
+_PRINTED = {"data_64k_vs_1k", "data_64k_vs_1k_cpu", "data_64k_vs_1k_range"}
 
 
 async def _fresh(url: str) -> str:
@@ -231,7 +258,7 @@ async def _run(quick: bool) -> dict[str, Any]:
     except Exception as error:  # asyncpg raises its own hierarchy on refused logins
         print(f"note: PostgreSQL part failed ({error}); its figures are null", file=sys.stderr)
         result["postgres"] = None
-    result.update(await _variants(quick, 1 if quick else 3))
+    result.update(await _variants(quick, 1 if quick else 3, result["postgres"] is not None))
     return result
 
 
@@ -282,6 +309,15 @@ def main(argv: list[str] | None = None) -> int:
                     "data_64k_vs_1k_cpu": round(result["data_64k_vs_1k_cpu"], 3),
                     "full_vs_normal_range": [round(v, 3) for v in result["full_vs_normal_range"]],
                     "data_64k_vs_1k_range": [round(v, 3) for v in result["data_64k_vs_1k_range"]],
+                    **{
+                        key: (
+                            [round(v, 3) for v in value]
+                            if isinstance(value, list)
+                            else round(value, 3)
+                        )
+                        for key, value in result.items()
+                        if key.startswith("data_") and key not in _PRINTED
+                    },
                 }
             )
         )
