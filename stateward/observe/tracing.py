@@ -9,9 +9,11 @@ ASGI app and the database engine are not wrapped, so tracing off costs a flag te
 
 Tracing on is kept cheap (issue 17): spans go through a `BatchSpanProcessor` (exported
 from its own thread, in batches; `OTEL_BSP_*` tune it); the sampler is the one the
-standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables choose (default
-`parentbased_always_on`; e.g. `parentbased_traceidratio` with `0.1` records a tenth of
-the requests). An unsampled request costs one sampler decision: with a parent-based
+standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables choose or, when
+`OTEL_TRACES_SAMPLER` is unset, stateward's default: parent-based, recording one root
+request in `1 / STATEWARD_TRACE_SAMPLE_RATIO` (default 0.1, one in ten; `1` records every
+request, as OpenTelemetry's own default would) and every request whose caller sampled
+it. An unsampled request costs one sampler decision: with a parent-based
 sampler `span()` / `start()` build no child under an unsampled span (they hand back that
 span, whose trace id still names the request), and nothing is exported. A recorded span
 costs ≈ 20 µs to build and end and ≈ 12 µs to encode in the exporter's thread (measured
@@ -47,6 +49,11 @@ if TYPE_CHECKING:  # the SDK is imported only when tracing is configured
 
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 SERVICE_NAME = "stateward"
+SAMPLER_ENV = "OTEL_TRACES_SAMPLER"
+RATIO_ENV = "STATEWARD_TRACE_SAMPLE_RATIO"
+#: Root requests recorded when no sampler is named: one in ten (docs/decisions.md,
+#: "A default head sampler"); every request whose caller sampled it is recorded too.
+DEFAULT_SAMPLE_RATIO = 0.1
 
 _provider: TracerProvider | None = None
 _tracer: trace.Tracer | None = None
@@ -74,9 +81,39 @@ def configure_from_env() -> bool:
     return True
 
 
+def sample_ratio(env: Mapping[str, str] | None = None) -> float:
+    """`STATEWARD_TRACE_SAMPLE_RATIO`: the share of requests (without a sampled caller)
+    recorded when `OTEL_TRACES_SAMPLER` names no sampler; 0 to 1, default
+    `DEFAULT_SAMPLE_RATIO`. ValueError naming the variable for anything else."""
+    text = (env if env is not None else os.environ).get(RATIO_ENV, "").strip()
+    if not text:
+        return DEFAULT_SAMPLE_RATIO
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"{RATIO_ENV}: {text!r} is not a number from 0 to 1")
+    return ratio
+
+
+def default_sampler(env: Mapping[str, str] | None = None) -> Any:
+    """The sampler of a provider stateward builds: None (the SDK's own choice) when the
+    standard `OTEL_TRACES_SAMPLER` is set, else parent-based with `sample_ratio()` for
+    roots, so a caller's sampled (or unsampled) decision is kept and a trace stays whole."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    e = env if env is not None else os.environ
+    if e.get(SAMPLER_ENV, "").strip():
+        return None
+    ratio = sample_ratio(e)
+    return ParentBased(ALWAYS_ON if ratio >= 1.0 else TraceIdRatioBased(ratio))
+
+
 def make_provider() -> TracerProvider:
     """A provider named by `OTEL_SERVICE_NAME` (default `stateward`) whose sampler is the
-    one `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` choose (the SDK reads them)."""
+    one `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` choose (the SDK reads them) or,
+    when they choose none, `default_sampler()` (one root request in ten by default)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -93,7 +130,10 @@ def make_provider() -> TracerProvider:
             return self._hash
 
     created = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)})
-    return TracerProvider(resource=HashedResource(created.attributes, created.schema_url))
+    return TracerProvider(
+        sampler=default_sampler(),
+        resource=HashedResource(created.attributes, created.schema_url),
+    )
 
 
 def install(provider: TracerProvider | None) -> None:
