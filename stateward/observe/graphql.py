@@ -2,7 +2,9 @@
 
 Per operation it records the `stateward_graphql_operation_duration_seconds` histogram
 (type, name, outcome: `ok` or the first error's `extensions.code`), spans for the
-operation and its parse, validate and execute steps, sets the operation and actor for
+operation (over HTTP the request's SERVER span, with `graphql.operation.name`, `.type`
+and `stateward.outcome`; over a websocket a `graphql.operation` span) and its parse,
+validate and execute steps, sets the operation and actor for
 log lines, adds `requestId` (and `traceId` while tracing) to every error's `extensions`,
 and logs one line per operation (`graphql mutation startInstance: ok in 3.1 ms`).
 
@@ -50,9 +52,11 @@ class Telemetry(SchemaExtension):
         viewer = getattr(ec.context, "viewer", None)
         actor_token = context.actor.set(getattr(viewer, "actor", None))
         name_token = context.operation.set(ec.operation_name)
-        self._span = tracing.start(
-            "graphql.operation", {"graphql.operation.name": ec.operation_name}
-        )
+        # Over HTTP the request's SERVER span is the operation's (one span fewer);
+        # over a websocket each operation has a `graphql.operation` span of its own.
+        self._span = request = tracing.claim_request_span()
+        if request is None:
+            self._span = tracing.start("graphql.operation")
         self._parent = tracing.context_of(self._span)
         try:
             yield
@@ -75,9 +79,12 @@ class Telemetry(SchemaExtension):
             )
             if self._span is not None:
                 if self._span.is_recording():
+                    if name:  # known once the document is parsed
+                        self._span.set_attribute("graphql.operation.name", name)
                     self._span.set_attribute("graphql.operation.type", kind)
                     self._span.set_attribute("stateward.outcome", outcome)
-                self._span.end()
+                if request is None:
+                    self._span.end()  # the request's span ends with the request
             for var, token in ((context.actor, actor_token), (context.operation, name_token)):
                 with contextlib.suppress(ValueError):  # resumed elsewhere (subscriptions)
                     var.reset(token)

@@ -23,8 +23,10 @@ statements get spans only when `STATEWARD_TRACE_SQL=1` asks for them (they were 
 
 Spans: the HTTP request or websocket (a SERVER span with the HTTP semantic-convention
 attributes and the caller's W3C `traceparent` as parent: `http.ServerSpanMiddleware`,
-ours, not OpenTelemetry's ASGI instrumentation, see there), `graphql.operation` with
-`graphql.parse`, `graphql.validate`, `graphql.execute`; `act` with `act.verify`, `act.engine`,
+ours, not OpenTelemetry's ASGI instrumentation, see there), the GraphQL operation with
+`graphql.parse`, `graphql.validate`, `graphql.execute` as children (an operation over
+HTTP is recorded on the request's SERVER span, `graphql.operation.*` attributes; one over
+a websocket gets a `graphql.operation` span of its own); `act` with `act.verify`, `act.engine`,
 `act.commit`, `act.publish`; `hook.run`; `sweep.<name>`; SQL statements (SQLAlchemy
 instrumentation, only with `STATEWARD_TRACE_SQL=1`). The group-commit writer applies
 events of other tasks: it carries each caller's context (`current()` / `attached()`) and
@@ -37,6 +39,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -56,6 +59,8 @@ RATIO_ENV = "STATEWARD_TRACE_SAMPLE_RATIO"
 DEFAULT_SAMPLE_RATIO = 0.1
 
 _provider: TracerProvider | None = None
+#: The HTTP request's SERVER span until one GraphQL operation claims it (`claim_request_span`).
+_request_span: ContextVar[list[Any] | None] = ContextVar("stateward_request_span", default=None)
 _tracer: trace.Tracer | None = None
 _children_follow_parent = False
 
@@ -257,6 +262,26 @@ def start(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
     if attributes and started.is_recording():
         _set_attributes(started, attributes)
     return started
+
+
+def offer_request_span(started: Any) -> Token[list[Any] | None]:
+    """Offer an HTTP request's SERVER span to the GraphQL operation it carries (reset
+    with the token when the request ends)."""
+    return _request_span.set([started])
+
+
+def end_request_offer(token: Token[list[Any] | None]) -> None:
+    """The request is over: its span is no longer offered."""
+    _request_span.reset(token)
+
+
+def claim_request_span() -> Any:
+    """The current HTTP request's SERVER span, the first time it is asked for (None after
+    that, over a websocket, or while off): the GraphQL operation of a plain HTTP request
+    is recorded on it instead of on a `graphql.operation` span of its own (one span fewer
+    per request, issue 17)."""
+    offered = _request_span.get()
+    return offered.pop() if offered else None
 
 
 def _set_attributes(target: Any, attributes: Mapping[str, Any]) -> None:

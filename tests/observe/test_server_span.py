@@ -88,12 +88,16 @@ async def test_a_sampled_caller_gets_a_server_span_under_its_traceparent(
         "client.port": 123,
         "user_agent.original": "probe/1",
         "http.response.status_code": 200,
+        # the GraphQL operation is recorded on the request's span (no span of its own)
+        "graphql.operation.name": "Hello",
+        "graphql.operation.type": "query",
+        "stateward.outcome": "ok",
     }
     assert server.status.status_code is StatusCode.UNSET
-    operation = next(s for s in spans if s.name == "graphql.operation")
-    assert operation.parent is not None and operation.parent.span_id == server.context.span_id
+    steps = [s for s in spans if s.name.startswith("graphql.")]
+    assert sorted(s.name for s in steps) == ["graphql.execute", "graphql.parse", "graphql.validate"]
+    assert all(s.parent is not None and s.parent.span_id == server.context.span_id for s in steps)
     assert {s.context.trace_id for s in spans} == {server.context.trace_id}
-    assert {"graphql.parse", "graphql.validate", "graphql.execute"} <= {s.name for s in spans}
 
 
 async def test_an_unsampled_request_records_nothing_and_keeps_its_trace_id(
@@ -164,3 +168,33 @@ async def test_a_5xx_answer_marks_the_span_an_error(exporter: InMemorySpanExport
     assert attributes["http.response.status_code"] == 503
     assert attributes["error.type"] == "503"
     assert server.status.status_code is StatusCode.ERROR
+
+
+async def test_an_http_request_s_span_is_claimed_once_a_websocket_s_never(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The GraphQL operation of an HTTP request is recorded on the request's span (the
+    first claim gets it); operations over a websocket each get a span of their own."""
+    claims: list[Any] = []
+
+    async def claiming(scope: Scope, receive: Receive, send: Send) -> None:
+        claims.extend([tracing.claim_request_span(), tracing.claim_request_span()])
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        return None
+
+    scope = scope_for([(b"traceparent", traceparent(True).encode())])
+    await ServerSpanMiddleware(claiming)(scope, receive, send)
+    assert claims[0] is not None and claims[0].get_span_context().trace_id == int(TRACE_ID, 16)
+    assert claims[1] is None
+    assert tracing.claim_request_span() is None  # the request is over
+    claims.clear()
+    websocket = {**scope_for([(b"traceparent", traceparent(True).encode())]), "type": "websocket"}
+    await ServerSpanMiddleware(claiming)(websocket, receive, send)
+    assert claims == [None, None]
