@@ -105,8 +105,15 @@ def generate_keypair() -> KeyPair:
 
 def sign(seed: bytes, message: bytes) -> str:
     """Sign `message` with the key of the 32-byte `seed`; returns the b64url signature."""
-    signed = nacl.signing.SigningKey(seed).sign(message)
+    signed = _signing_key(seed).sign(message)
     return b64url_encode(signed.signature)
+
+
+@functools.lru_cache(maxsize=64)
+def _signing_key(seed: bytes) -> nacl.signing.SigningKey:
+    """The expanded signing key of `seed`, kept: expanding it (a scalar multiplication)
+    cost as much as the signature itself, and the node key signs every attested event."""
+    return nacl.signing.SigningKey(seed)
 
 
 #: libsodium's small-order blocklist: y-coordinates of the 8 small-order points, in

@@ -67,10 +67,12 @@ class RequestContext:
 
 
 def create_loaders(context: RequestContext) -> dict[str, Any]:
-    """Fresh DataLoaders for one request or socket over `services.runtime` (none when the
-    services have no runtime). A socket's loaders batch per tick but never cache rows: its
-    context lives as long as the socket (`resolvers.loaders.create_loaders`)."""
+    """Fresh DataLoaders for a socket over `services.runtime` (none when the services
+    have no runtime): they batch per tick but never cache rows, as its context lives as
+    long as the socket (`resolvers.loaders.create_loaders`). An HTTP request gets none
+    here: `resolvers.loaders.loaders` makes its caching ones when a field first needs
+    them (five DataLoaders per mutation that reads no row were ≈ 2 % of its CPU)."""
     runtime = getattr(context.services, "runtime", None)
-    if runtime is None:
-        return {}
-    return loaders_for(runtime, cache=not context.is_websocket)
+    if runtime is None or not context.is_websocket:
+        return {}  # an HTTP request's caching loaders are made on first use (`loaders`)
+    return loaders_for(runtime, cache=False)

@@ -130,6 +130,10 @@ class Services:
         self.background = self._owns_runtime if background is None else background
         self.started = False
         self.viewers: dict[str, tuple[float, Viewer]] = {}
+        #: Reads of a token's viewer under way (shared by concurrent requests).
+        self._viewer_reads: dict[str, asyncio.Future[Viewer | None]] = {}
+        #: Raised whenever the viewer cache is dropped (reads begun before are not kept).
+        self._viewer_epoch = 0
         self._stops: list[Callable[[], Awaitable[Any]]] = []
 
     @property
@@ -205,8 +209,9 @@ class Services:
 
     def forget_viewers(self) -> None:
         """Drop every cached viewer (a token of this node was revoked: it stops at once
-        here, on other nodes within `VIEWER_TTL`)."""
+        here, on other nodes within `VIEWER_TTL`); a read already under way is not kept."""
         self.viewers.clear()
+        self._viewer_epoch += 1
 
     async def authenticate(self, token: str) -> Viewer | None:
         """The viewer a bearer token stands for (None: unknown, expired or revoked).
@@ -214,6 +219,9 @@ class Services:
         A resolved viewer is reused for `VIEWER_TTL` seconds (one read transaction less per
         request); grants changed on this node drop the cache at once, other nodes' changes
         and key revocations apply within the TTL. Refused tokens are never cached.
+        Concurrent requests of one token whose entry expired share ONE read (with 16
+        requests in flight each expiry cost 16 read transactions); a read that began
+        before the cache was dropped answers its waiters but is not kept.
         """
         now = time.monotonic()
         hit = self.viewers.get(token)
@@ -221,13 +229,22 @@ class Services:
             viewer = hit[1]
             if viewer.expires_at is None or viewer.expires_at > self.runtime.clock.now():
                 return viewer
+        pending = self._viewer_reads.get(token)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_viewer(token, now, self._viewer_epoch))
+            self._viewer_reads[token] = pending
+            pending.add_done_callback(lambda _: self._viewer_reads.pop(token, None))
+        return await asyncio.shield(pending)
+
+    async def _read_viewer(self, token: str, now: float, epoch: int) -> Viewer | None:
         found = await authenticate(self.runtime, token)
         if found is None:
             self.viewers.pop(token, None)
             return None
-        if len(self.viewers) >= VIEWER_CACHE_LIMIT:
-            self.viewers.clear()
-        self.viewers[token] = (now + VIEWER_TTL, found)
+        if epoch == self._viewer_epoch:
+            if len(self.viewers) >= VIEWER_CACHE_LIMIT:
+                self.viewers.clear()
+            self.viewers[token] = (now + VIEWER_TTL, found)
         return found
 
     def _watch_grants(self, runtime: Runtime) -> Callable[[], Awaitable[None]]:
@@ -235,7 +252,7 @@ class Services:
 
         async def on_commit(messages: Sequence[dict[str, Any]]) -> None:
             if any(str(m.get("type", "")).startswith("registry.") for m in messages):
-                self.viewers.clear()
+                self.forget_viewers()
 
         runtime.publishers.insert(0, on_commit)
 

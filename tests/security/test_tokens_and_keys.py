@@ -47,3 +47,34 @@ async def test_token_ttl_is_capped_at_a_year(api: Api):
     for ttl in (MAX_TOKEN_TTL + 1, 1e12, 0, -5):
         body = await api.gql(CREATE, {"t": ttl})
         assert body["errors"][0]["extensions"]["code"] == "INVALID_INPUT", ttl
+
+
+async def test_concurrent_requests_of_one_token_share_one_read(api: Api):
+    """When a token's cached viewer expires, the requests in flight share ONE read (each
+    used to read the token, key status and grants on its own); a read that began before
+    the cache was dropped (a grant changed on this node) answers but is not kept."""
+    from sqlalchemy import event
+
+    _, token = await api.user()
+    services = api.services
+    services.viewers.clear()
+    reads: list[str] = []
+
+    def seen(conn, cursor, statement, *rest):  # type: ignore[no-untyped-def]
+        if "api_tokens" in statement:
+            reads.append(statement)
+
+    event.listen(api.runtime.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        viewers = await asyncio.gather(*(services.authenticate(token) for _ in range(16)))
+        assert len(reads) == 1
+        assert len({v.actor for v in viewers if v is not None}) == 1 and None not in viewers
+        assert token in services.viewers
+        services.viewers.clear()
+        racing = asyncio.ensure_future(services.authenticate(token))
+        await asyncio.sleep(0)  # the read is under way
+        services.forget_viewers()
+        assert (await racing) is not None
+        assert token not in services.viewers  # begun before the drop: not kept
+    finally:
+        event.remove(api.runtime.engine.sync_engine, "before_cursor_execute", seen)
