@@ -343,9 +343,14 @@ async def act_many(
             context.run(_ON_QUEUED.set, queued)
             task = loop.create_task(act(runtime, signed, attested=attested), context=context)
             tasks.append(task)
-            # queued (or answered without the writer: a bad signature, a resubmission)
-            waiters: set[asyncio.Future[Any]] = {task, queued}
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            # queued (or answered without the writer: a bad signature, a resubmission).
+            # The task's first step runs before this one resumes (FIFO ready queue), and
+            # an envelope that needs no read before the writer is queued by then: one
+            # bare yield; only one that is still on its way is waited for.
+            await asyncio.sleep(0)
+            if not (queued.done() or task.done()):
+                waiters: set[asyncio.Future[Any]] = {task, queued}
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     finally:
         committer.release()
     return list(await asyncio.gather(*tasks, return_exceptions=True))
