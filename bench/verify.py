@@ -21,7 +21,9 @@
   `append_overhead_cpu` = CPU without ÷ CPU with the log).
 Every figure is the median of 3 runs; the min-max spread is printed too, and the load
 average.
-Usage: `python bench/verify.py [--quick] [--json]`; `--json` prints one JSON object last.
+Usage: `python bench/verify.py [--quick] [--append-only] [--json]`; `--json` prints one JSON
+object last; `--append-only` runs only the append_overhead part (the verify figures are
+then absent).
 """
 
 from __future__ import annotations
@@ -167,13 +169,18 @@ def _summary(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-async def _run(quick: bool) -> dict[str, Any]:
+async def _run(quick: bool, append_only: bool = False) -> dict[str, Any]:
     n, writes = (2000, 600) if quick else (20000, 3000)
     folder = Path(tempfile.mkdtemp(prefix="stateward-bench-verify-"))
+    events = 0
     try:
-        path = await _export(folder, n)
-        verify_rates, bare_rates, verify_cpu, bare_cpu = [], [], [], []
-        for _ in range(3):
+        path = None if append_only else await _export(folder, n)
+        verify_rates: list[float] = []
+        bare_rates: list[float] = []
+        verify_cpu: list[float] = []
+        bare_cpu: list[float] = []
+        for _ in range(0 if path is None else 3):
+            assert path is not None
             rate, events, cpu = _verify_rate(path)
             verify_rates.append(rate)
             verify_cpu.append(cpu * 1e6)
@@ -190,18 +197,23 @@ async def _run(quick: bool) -> dict[str, Any]:
             with_cpu.append(cpu * 1e6)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    v, b = _summary(verify_rates), _summary(bare_rates)
-    vc, bc = _summary(verify_cpu), _summary(bare_cpu)
     on, off = _summary(with_log), _summary(without)
     on_cpu, off_cpu = _summary(with_cpu), _summary(without_cpu)
+    verified: dict[str, Any] = {}
+    if verify_rates:
+        v, b = _summary(verify_rates), _summary(bare_rates)
+        vc, bc = _summary(verify_cpu), _summary(bare_cpu)
+        verified = {
+            "events_per_s": v,
+            "bare_verify_per_s": b,
+            "ratio": v["median"] / b["median"],
+            "cpu_us_per_event": vc,
+            "bare_cpu_us_per_event": bc,
+            "cpu_ratio": bc["median"] / vc["median"],
+        }
     return {
         "events": events,
-        "events_per_s": v,
-        "bare_verify_per_s": b,
-        "ratio": v["median"] / b["median"],
-        "cpu_us_per_event": vc,
-        "bare_cpu_us_per_event": bc,
-        "cpu_ratio": bc["median"] / vc["median"],
+        **verified,
         "append_events_per_s_with_log": on,
         "append_events_per_s_without_log": off,
         "append_overhead": on["median"] / off["median"],
@@ -212,22 +224,64 @@ async def _run(quick: bool) -> dict[str, Any]:
     }
 
 
+def _json(r: dict[str, Any]) -> dict[str, Any]:
+    """The `--json` object: medians, with the verify figures' min-max."""
+
+    def med(key: str) -> float:
+        return round(r[key]["median"], 1)
+
+    out: dict[str, Any] = {}
+    if "ratio" in r:
+        out = {
+            "events": r["events"],
+            "workers": min(os.cpu_count() or 1, 4),
+            "events_per_s": med("events_per_s"),
+            "events_per_s_min_max": [round(r["events_per_s"][k], 1) for k in ("min", "max")],
+            "bare_verify_per_s": med("bare_verify_per_s"),
+            "bare_verify_per_s_min_max": [
+                round(r["bare_verify_per_s"][k], 1) for k in ("min", "max")
+            ],
+            "ratio": round(r["ratio"], 3),
+            "cpu_us_per_event": med("cpu_us_per_event"),
+            "cpu_us_per_event_min_max": [
+                round(r["cpu_us_per_event"][k], 1) for k in ("min", "max")
+            ],
+            "bare_cpu_us_per_event": med("bare_cpu_us_per_event"),
+            "cpu_ratio": round(r["cpu_ratio"], 3),
+        }
+    return {
+        **out,
+        "append_overhead": round(r["append_overhead"], 3),
+        "append_overhead_cpu": round(r["append_overhead_cpu"], 3),
+        "append_cpu_us_per_event_with_log": med("append_cpu_us_per_event_with_log"),
+        "append_cpu_us_per_event_without_log": med("append_cpu_us_per_event_without_log"),
+        "loadavg": r["loadavg"],
+        "append_events_per_s_with_log": med("append_events_per_s_with_log"),
+        "append_events_per_s_without_log": med("append_events_per_s_without_log"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table, and with `--json` one JSON object last."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2k events instead of 20k")
+    parser.add_argument(
+        "--append-only", action="store_true", help="only the append_overhead part (no verify)"
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     args = parser.parse_args(argv)
-    r = asyncio.run(_run(args.quick))
+    r = asyncio.run(_run(args.quick, args.append_only))
 
     def fmt(s: dict[str, float]) -> str:
         return f"{s['median']:8.0f} ({s['min']:.0f}-{s['max']:.0f})"
 
-    print(f"verify --log over {r['events']} events: events/s {fmt(r['events_per_s'])}")
-    print(f"bare PyNaCl verify:                 /s {fmt(r['bare_verify_per_s'])}")
-    print(f"ratio {r['ratio']:.2f} (goal >= 0.7)")
-    print(f"CPU per event: verify --log {fmt(r['cpu_us_per_event'])} us (with its workers), "
-          f"bare {fmt(r['bare_cpu_us_per_event'])} us; cpu_ratio {r['cpu_ratio']:.2f}")  # fmt: skip
+    if "ratio" in r:
+        print(f"verify --log over {r['events']} events: events/s {fmt(r['events_per_s'])}")
+        print(f"bare PyNaCl verify:                 /s {fmt(r['bare_verify_per_s'])}")
+        print(f"ratio {r['ratio']:.2f} (goal >= 0.7)")
+        cpu, bare = fmt(r["cpu_us_per_event"]), fmt(r["bare_cpu_us_per_event"])
+        print(f"CPU per event: verify --log {cpu} us (with its workers), "
+              f"bare {bare} us; cpu_ratio {r['cpu_ratio']:.2f}")  # fmt: skip
     print(f"write path with log    events/s {fmt(r['append_events_per_s_with_log'])}"
           f", CPU/event {fmt(r['append_cpu_us_per_event_with_log'])} us")  # fmt: skip
     print(f"write path without log events/s {fmt(r['append_events_per_s_without_log'])}"
@@ -236,44 +290,7 @@ def main(argv: list[str] | None = None) -> int:
           f"in CPU {r['append_overhead_cpu']:.2f}")  # fmt: skip
     print(f"load average {' '.join(str(x) for x in r['loadavg'])}")
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "events": r["events"],
-                    "workers": min(os.cpu_count() or 1, 4),
-                    "events_per_s": round(r["events_per_s"]["median"], 1),
-                    "events_per_s_min_max": [
-                        round(r["events_per_s"][k], 1) for k in ("min", "max")
-                    ],
-                    "bare_verify_per_s": round(r["bare_verify_per_s"]["median"], 1),
-                    "bare_verify_per_s_min_max": [
-                        round(r["bare_verify_per_s"][k], 1) for k in ("min", "max")
-                    ],
-                    "ratio": round(r["ratio"], 3),
-                    "cpu_us_per_event": round(r["cpu_us_per_event"]["median"], 1),
-                    "cpu_us_per_event_min_max": [
-                        round(r["cpu_us_per_event"][k], 1) for k in ("min", "max")
-                    ],
-                    "bare_cpu_us_per_event": round(r["bare_cpu_us_per_event"]["median"], 1),
-                    "cpu_ratio": round(r["cpu_ratio"], 3),
-                    "append_overhead": round(r["append_overhead"], 3),
-                    "append_overhead_cpu": round(r["append_overhead_cpu"], 3),
-                    "append_cpu_us_per_event_with_log": round(
-                        r["append_cpu_us_per_event_with_log"]["median"], 1
-                    ),
-                    "append_cpu_us_per_event_without_log": round(
-                        r["append_cpu_us_per_event_without_log"]["median"], 1
-                    ),
-                    "loadavg": r["loadavg"],
-                    "append_events_per_s_with_log": round(
-                        r["append_events_per_s_with_log"]["median"], 1
-                    ),
-                    "append_events_per_s_without_log": round(
-                        r["append_events_per_s_without_log"]["median"], 1
-                    ),
-                }
-            )
-        )
+        print(json.dumps(_json(r)))
     return 0
 
 
