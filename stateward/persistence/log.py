@@ -133,8 +133,9 @@ class LogRepository(Repository):
             )
             moved = cursor.rowcount != 1
         if moved:
-            cursor = await driver.execute("SELECT size, frontier FROM log_head WHERE id = 1")
-            head = await cursor.fetchone()
+            [head] = await driver.execute_fetchall(
+                "SELECT size, frontier FROM log_head WHERE id = 1"
+            )
             size = int(head[0])
             new_size, new_frontier, rows = _grow(size, head[1], pending)
             await driver.execute(_SQLITE_HEAD, (new_size, new_frontier))

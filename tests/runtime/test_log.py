@@ -97,10 +97,12 @@ async def test_a_checkpoint_is_signed_kept_and_announced_only_when_the_log_grew(
     assert second is not None and second.size > first.size
 
 
-async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(postgres_db_url):
+async def test_two_nodes_appending_at_once_keep_one_gap_free_log_and_agree(db_url):
+    """Two runtimes on one database (on SQLite: one file, two engines, so each finds the
+    head moved by the other and reads it again) keep one gap-free log."""
     operator = generate_keypair()
-    a = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
-    b = await Runtime.open(Settings(database_url=postgres_db_url), node_key=generate_keypair())
+    a = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
+    b = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
     try:
         from stateward.runtime.access.genesis import init
 
