@@ -26,7 +26,7 @@ from stateward.resolvers.ids import local_id
 from stateward.runtime.access import auth, references, registry, tokens
 from stateward.runtime.access.registry import DeployedWorkflow
 from stateward.runtime.core import commands, policy, queries
-from stateward.runtime.core.act import ActResult, act, parse_signed
+from stateward.runtime.core.act import ActResult, act, current_roles, parse_signed
 from stateward.runtime.core.group import act_many
 from stateward.runtime.core.queries import RegistryFacts
 from stateward.schema.errors import INTERNAL_ERROR, MASKED_MESSAGE, clip
@@ -118,14 +118,14 @@ async def submit_events(
         except DomainError as error:
             answers[n] = (None, _problem(n, error))
     outcomes = await act_many(rt, [signed for _, signed in parsed], attested=False)
-    # Every item is committed by now: one grant read per signing actor serves them all
-    # (it was one read per item, 100 round trips for 100 items of one signer).
-    viewers: dict[str, auth.Viewer | None] = {}
+    # Every item is committed by now: one role read per signing actor and namespace
+    # serves them all (it was one read per item, 100 round trips for 100 items).
+    roles: dict[tuple[str, str], frozenset[str] | None] = {}
     for (n, signed), outcome in zip(parsed, outcomes, strict=True):
         try:
             if isinstance(outcome, BaseException):
                 raise outcome
-            answers[n] = (await _answer(info, signed, outcome, viewers), None)
+            answers[n] = (await _answer(info, signed, outcome, roles), None)
         except DomainError as error:
             answers[n] = (None, _problem(n, error))
         except Exception:  # a bug: the others keep their answers, this one is masked
@@ -142,25 +142,29 @@ async def _answer(
     info: Info,
     signed: SignedEnvelope,
     result: ActResult,
-    viewers: dict[str, auth.Viewer | None] | None = None,
+    roles: dict[tuple[str, str], frozenset[str] | None] | None = None,
 ) -> ActResult:
     """`result` when every principal of the call may read its process (see
-    `submit_event`); else NOT_FOUND. `viewers`: the signers' grants this request already
-    read after its commits (reused, keyed by actor)."""
+    `submit_event`); else NOT_FOUND. The signing actor's roles in the process's namespace
+    are read after the commit (None: its key is revoked or rotated), through the
+    runtime's grant cache; `roles`: those this request already read (by actor and
+    namespace, all after its commits)."""
     rt = runtime(info)
-    readers: list[auth.Viewer | None] = []
+    record = result.record
+    allowed: list[bool] = []
     actor = signed.envelope.actor
     if signed.signer == actor and is_public_key(actor):
-        if viewers is None or actor not in viewers:
-            fresh = await auth.refresh_viewer(rt, auth.Viewer(actor))
-            if viewers is not None:
-                viewers[actor] = fresh
+        key = (actor, record.namespace)
+        if roles is None or key not in roles:
+            held = await current_roles(rt, actor, record.namespace)
+            if roles is not None:
+                roles[key] = held
         else:
-            fresh = viewers[actor]
-        readers.append(fresh)
+            held = roles[key]
+        allowed.append(bool(held))  # the read rule: a role in the namespace or above
     if viewer_or_none(info) is not None:
-        readers.append(viewer_or_none(info))
-    if not readers or not all(policy.visible_process(r, result.record) for r in readers):
+        allowed.append(policy.visible_process(viewer_or_none(info), record))
+    if not allowed or not all(allowed):
         raise policy.not_found("instance")
     return result
 

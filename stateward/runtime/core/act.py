@@ -44,7 +44,13 @@ from stateward.observe.act import observed_act
 from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
 from stateward.persistence.access import grant_generation, grants_written
 from stateward.persistence.errors import is_transient
-from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before, retry_transient
+from stateward.persistence.retry import (
+    TRANSIENT_ATTEMPTS,
+    describe,
+    pause_before,
+    read_retrying,
+    retry_transient,
+)
 from stateward.records import (
     INSTANCE,
     REGISTRY,
@@ -544,6 +550,24 @@ async def actor_in(
         else:
             roles = frozenset(await uow.grants.roles_of(actor_id, namespace))
     return Actor(id=actor_id, roles=roles, visitor=actor_id.startswith("visitor:"))
+
+
+async def current_roles(runtime: Runtime, actor_id: str, namespace: str) -> frozenset[str] | None:
+    """The roles `actor_id` holds in `namespace` now; None once its key is revoked or
+    rotated away. One read transaction through the runtime's `GrantCache`: when the cache
+    is at the current grants generation that is one primary-key read (`submitEvent`'s
+    answer passes this read rule after its commit; it read the token, the key status and
+    every grant of the actor before). A transient fault is retried."""
+
+    async def read() -> frozenset[str] | None:
+        async with runtime.uow(readonly=True) as uow:
+            cache = ReadCache(shared=runtime.grant_cache)
+            status = (await cache.key_statuses(uow, {actor_id}))[actor_id]
+            if status is not None and status.status in ("revoked", "rotated"):
+                return None
+            return await cache.roles_in(uow, actor_id, namespace)
+
+    return await read_retrying(read, what="role read")
 
 
 def _check_original_signer(signed: SignedEnvelope, existing: StoredEvent, error: Exception) -> None:
