@@ -346,7 +346,11 @@ async def bench_throughput(
         bodies = pool(int(max(stateward.rates[-1], 50) * seconds * 1.5))
         await submit.round(clients, seconds, lambda i, n, it=iter(bodies): next(it, None), {})
         if nonlocal_batch[0]:
-            many = batches(max(4, int(max(submit.rates[-1], 50) * seconds * 3 / 100)))
+            # Enough bodies for the whole round at the batch path's own rate (the last
+            # round's, else a guess above the goal): sized from `submitEvent`'s rate, the
+            # pool ran dry after a few requests and the figure measured their latency.
+            expected = batch.rates[-1] if batch.rates else 6000.0
+            many = batches(max(8, int(expected * seconds * 1.5 / 100)))
             probe = many.pop()
             conn = Connection(url)
             _, raw = await conn.post(probe)
