@@ -19,11 +19,16 @@
   without, three of each, and the medians are compared. The write path runs in this
   process (the server), so its CPU per event is reported too (`append_cpu_us_per_event_*`,
   `append_overhead_cpu` = CPU without ÷ CPU with the log).
+- log_step_cpu_us_per_event (`--log-step`, alone): the log's own step, isolated from the
+  load-sensitive write path: the events of a database written without the log are
+  appended by `LogRepository.sequence` in batches of 10, one transaction each, and the
+  CPU per event is compared with the same transactions doing one trivial UPDATE instead
+  (`log_step_baseline_cpu_us_per_event`; the step costs about the difference).
 Every figure is the median of 3 runs; the min-max spread is printed too, and the load
 average.
-Usage: `python bench/verify.py [--quick] [--append-only] [--json]`; `--json` prints one JSON
-object last; `--append-only` runs only the append_overhead part (the verify figures are
-then absent).
+Usage: `python bench/verify.py [--quick] [--append-only | --log-step] [--json]`; `--json`
+prints one JSON object last; `--append-only` runs only the append_overhead part (the
+verify figures are then absent).
 """
 
 from __future__ import annotations
@@ -45,9 +50,12 @@ from pathlib import Path
 from typing import Any
 
 from nacl.signing import VerifyKey
+from sqlalchemy import select
 
 from stateward.governance.keys import b64url_decode, generate_keypair
-from stateward.persistence.log import LogRepository
+from stateward.persistence.log import PENDING, LogRepository
+from stateward.persistence.models import Event
+from stateward.records import StoredEvent
 from stateward.runtime.access import registry
 from stateward.runtime.access.genesis import init
 from stateward.runtime.core.act import act
@@ -165,6 +173,55 @@ async def _append_rate(folder: Path, n: int, tag: str, *, with_log: bool) -> tup
     return rate, cpu
 
 
+STEP_BATCH = 10
+
+
+async def _step_cpu(url: str, *, with_log: bool) -> float:
+    """CPU seconds per event of appending the database's events to the log in
+    transactions of `STEP_BATCH` (or of the same transactions with one trivial UPDATE)."""
+    rt = await Runtime.open(Settings(database_url=url), node_key=generate_keypair())
+    try:
+        async with rt.uow(readonly=True) as uow:
+            rows = await uow.session.execute(select(Event).order_by(Event.id))
+            events = [
+                StoredEvent(**{c: getattr(e, c) for c in StoredEvent.__dataclass_fields__})
+                for e in rows.scalars()
+            ]
+        start = time.process_time()
+        for i in range(0, len(events), STEP_BATCH):
+            async with rt.uow() as uow:
+                if with_log:
+                    uow.session.info[PENDING] = events[i : i + STEP_BATCH]
+                    await uow.log.sequence()
+                else:
+                    connection = await uow.session.connection()
+                    raw = (await connection.get_raw_connection()).driver_connection
+                    await raw.execute("UPDATE log_head SET size = size WHERE id = 1")
+                await uow.commit()
+        return (time.process_time() - start) / len(events)
+    finally:
+        await rt.close()
+
+
+async def _log_step(folder: Path, n: int) -> dict[str, Any]:
+    """`--log-step`: the log step's CPU per event beside the baseline, 3 alternations on
+    fresh copies of one database written without the log."""
+    with _without_log():
+        rt, _rate, _cpu = await _write(f"sqlite+aiosqlite:///{folder}/step.db", n)
+        await rt.close()
+    step, base = [], []
+    for i in range(3):
+        for with_log, out in ((False, base), (True, step)):
+            copy = folder / f"step-{i}-{with_log}.db"
+            shutil.copy(folder / "step.db", copy)
+            out.append(await _step_cpu(f"sqlite+aiosqlite:///{copy}", with_log=with_log) * 1e6)
+    return {
+        "log_step_cpu_us_per_event": _summary(step),
+        "log_step_baseline_cpu_us_per_event": _summary(base),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def _summary(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -268,8 +325,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--append-only", action="store_true", help="only the append_overhead part (no verify)"
     )
+    parser.add_argument(
+        "--log-step", action="store_true", help="only the log step's own CPU (see the module)"
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     args = parser.parse_args(argv)
+    if args.log_step:
+        folder = Path(tempfile.mkdtemp(prefix="stateward-bench-step-"))
+        try:
+            step = asyncio.run(_log_step(folder, 600 if args.quick else 3000))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        s, b = step["log_step_cpu_us_per_event"], step["log_step_baseline_cpu_us_per_event"]
+        print(f"log step: {s['median']:.0f} ({s['min']:.0f}-{s['max']:.0f}) us CPU per event, "
+              f"baseline {b['median']:.0f} ({b['min']:.0f}-{b['max']:.0f}); "
+              f"load average {step['loadavg']}")  # fmt: skip
+        if args.json:
+            print(json.dumps({
+                "log_step_cpu_us_per_event": round(s["median"], 1),
+                "log_step_cpu_us_per_event_min_max": [round(s["min"], 1), round(s["max"], 1)],
+                "log_step_baseline_cpu_us_per_event": round(b["median"], 1),
+                "log_step_baseline_min_max": [round(b["min"], 1), round(b["max"], 1)],
+                "loadavg": step["loadavg"],
+            }))  # fmt: skip
+        return 0
     r = asyncio.run(_run(args.quick, args.append_only))
 
     def fmt(s: dict[str, float]) -> str:
