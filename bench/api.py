@@ -18,11 +18,16 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
 5. Delivery to `--subscribers` and twice that many graphql-transport-ws subscribers at a
    steady offered load below capacity (`--offered` deliveries/s, i.e. offered/subscribers
    events/s): p50/p99 from sending the mutation to receipt (`delivery_p99_ms_500`,
-   `delivery_p99_ms_1000`); then the capacity (a burst of events, deliveries/s until all
-   arrived) beside a raw websocket broadcast of frames of the same shape to the same
-   number of clients on the same uvicorn stack: `delivery_ratio_vs_raw`; with the server's
+   `delivery_p99_ms_1000`; `delivery_spread_p99_ms_N`: the same deliveries' delay after
+   each event's first delivery, the fan-out's own part); then the capacity (a burst
+   of events, 8 actions or publishes in flight, deliveries/s until all arrived) beside
+   a raw websocket broadcast of frames of the same shape to the same number of clients
+   on the same uvicorn stack: `delivery_ratio_vs_raw`; with the server's
    and this client's CPU per delivery at capacity for both (`capacity_server_us_N`,
    `raw_capacity_server_us_N`, `capacity_client_us_N`, `raw_capacity_client_us_N`).
+   The subscribers are lean asyncio websocket clients in this one process (a few µs of
+   CPU per frame, receipt timed per socket read), so the p99 of one event to 1,000
+   sockets is the servers' fan-out, not this client working through 1,000 frames.
 6. `metrics_overhead` (not with `--quick`): a plain and an observed (`STATEWARD_METRICS=1`,
    OTLP tracing to a local sink, the default sampler: one request in ten) server in
    alternating rounds (goal ≥ 0.9); `metrics_overhead_cpu` is the same ratio of server CPU
@@ -37,15 +42,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
+import os
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
-
-import websockets
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
@@ -396,47 +402,121 @@ async def bench_throughput(
 # -- delivery ----------------------------------------------------------------------------
 
 
+class _LeanSocket(asyncio.Protocol):
+    """One websocket client at a few µs of CPU per frame (the `websockets` library cost
+    ≈ 25 µs, i.e. ≈ 25 ms for one event to 1,000 sockets read in this one process, which
+    the p99 then measured): the HTTP upgrade, masked frames out, unmasked text frames in,
+    pings answered. Receipt times are taken once per read from the socket."""
+
+    def __init__(self, subs: Subscribers) -> None:
+        self.subs = subs
+        self.transport: Any = None
+        self.buffer = b""
+        self.upgraded = asyncio.get_running_loop().create_future()
+        self.acked = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def send_text(self, text: str, opcode: int = 0x1) -> None:
+        data = text.encode()
+        mask = os.urandom(4)
+        size = len(data)
+        if size < 126:
+            head = bytes((0x80 | opcode, 0x80 | size))
+        else:
+            head = bytes((0x80 | opcode, 0x80 | 126)) + size.to_bytes(2, "big")
+        key = int.from_bytes((mask * (size // 4 + 1))[:size], "big")
+        masked = (int.from_bytes(data, "big") ^ key).to_bytes(size, "big") if size else b""
+        self.transport.write(head + mask + masked)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        buffer = self.buffer + data
+        if not self.upgraded.done():
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                self.buffer = buffer
+                return
+            if not buffer.startswith(b"HTTP/1.1 101"):
+                self.upgraded.set_exception(RuntimeError(buffer[:200].decode(errors="replace")))
+                return
+            self.upgraded.set_result(None)
+            buffer = buffer[end + 4 :]
+        at = 0
+        while len(buffer) - at >= 2:
+            opcode, size = buffer[at] & 0x0F, buffer[at + 1] & 0x7F
+            head = 2
+            if size == 126:
+                if len(buffer) - at < 4:
+                    break
+                size, head = int.from_bytes(buffer[at + 2 : at + 4], "big"), 4
+            elif size == 127:
+                if len(buffer) - at < 10:
+                    break
+                size, head = int.from_bytes(buffer[at + 2 : at + 10], "big"), 10
+            if len(buffer) - at < head + size:
+                break
+            payload = buffer[at + head : at + head + size]
+            at += head + size
+            if opcode == 0x1:
+                self.subs.frame(payload, now, self)
+            elif opcode == 0x9:  # ping -> pong
+                self.send_text(payload.decode("latin-1"), 0xA)
+        self.buffer = buffer[at:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.upgraded.done():
+            self.upgraded.set_exception(ConnectionError("closed during the upgrade"))
+
+
 class Subscribers:
     """`count` websocket clients; `arrived[id]` lists the receipt times of frame `id`."""
 
+    MARKER = b'"instanceId":"'
+
     def __init__(self) -> None:
         self.arrived: dict[str, list[float]] = {}
-        self.sockets: list[Any] = []
-        self.tasks: list[asyncio.Task[None]] = []
+        self.sockets: list[_LeanSocket] = []
         self.received = 0
 
+    def frame(self, payload: bytes, now: float, sock: _LeanSocket) -> None:
+        at = payload.find(self.MARKER)
+        if at < 0:
+            if b"connection_ack" in payload and not sock.acked.done():
+                sock.acked.set_result(None)
+            return
+        at += len(self.MARKER)
+        key = payload[at : payload.index(b'"', at)].decode()
+        self.arrived.setdefault(key, []).append(now)
+        self.received += 1
+
     async def connect(self, ws_url: str, count: int, token: str | None) -> None:
+        parsed = urlsplit(ws_url)
+        loop = asyncio.get_running_loop()
+
         async def one() -> None:
-            ws = await websockets.connect(
-                ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
-                max_queue=None, open_timeout=60,
-            )  # fmt: skip
+            _, sock = await loop.create_connection(
+                lambda: _LeanSocket(self), parsed.hostname, parsed.port
+            )
+            key = base64.b64encode(os.urandom(16)).decode()
+            sock.transport.write(
+                f"GET {parsed.path or '/'} HTTP/1.1\r\nHost: {parsed.netloc}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                "Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n".encode()
+            )
+            await asyncio.wait_for(sock.upgraded, 60)
             if token is not None:
                 init = {"authorization": f"Bearer {token}"}
-                await ws.send(json.dumps({"type": "connection_init", "payload": init}))
-                await ws.recv()
-                await ws.send(json.dumps({"id": "1", "type": "subscribe",
-                                          "payload": {"query": SUBSCRIBE}}))  # fmt: skip
-            self.sockets.append(ws)
-            self.tasks.append(asyncio.create_task(self._read(ws)))
+                sock.send_text(json.dumps({"type": "connection_init", "payload": init}))
+                await asyncio.wait_for(sock.acked, 60)
+                sock.send_text(json.dumps({"id": "1", "type": "subscribe",
+                                           "payload": {"query": SUBSCRIBE}}))  # fmt: skip
+            self.sockets.append(sock)
 
         for start in range(0, count, 50):  # small batches (listen backlog)
             await asyncio.gather(*(one() for _ in range(min(50, count - start))))
-
-    async def _read(self, ws: Any) -> None:
-        marker = '"instanceId":"'
-        try:
-            async for raw in ws:
-                now = time.perf_counter()
-                at = raw.find(marker)
-                if at < 0:
-                    continue
-                at += len(marker)
-                key = raw[at : raw.index('"', at)]
-                self.arrived.setdefault(key, []).append(now)
-                self.received += 1
-        except websockets.ConnectionClosed:
-            pass
 
     async def wait_for(self, total: int, timeout: float) -> None:
         deadline = time.perf_counter() + timeout
@@ -444,9 +524,11 @@ class Subscribers:
             await asyncio.sleep(0.005)
 
     async def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*(ws.close() for ws in self.sockets), return_exceptions=True)
+        for sock in self.sockets:
+            if not sock.transport.is_closing():
+                sock.send_text("\x03\xe8", 0x8)  # close 1000
+                sock.transport.close()
+        await asyncio.sleep(0.2)
 
 
 async def _drive(send: Any, keys: list[str], rate: float | None) -> dict[str, float]:
@@ -476,6 +558,12 @@ def _latencies(subs: Subscribers, sent: dict[str, float]) -> list[float]:
     return [t - sent[k] for k, times in subs.arrived.items() if k in sent for t in times]
 
 
+def _spreads(subs: Subscribers, sent: dict[str, float]) -> list[float]:
+    """Each delivery's delay after the event's first delivery: the fan-out's own part of
+    the latency (the rest is the action's round trip to the commit and the bus)."""
+    return [t - min(times) for k, times in subs.arrived.items() if k in sent for t in times]
+
+
 async def bench_delivery(
     server: Proc, raw: Proc, token: str, sizes: list[int], offered: float, steady_s: float,
     burst: int,
@@ -484,23 +572,34 @@ async def bench_delivery(
     url = server.url
     need = sum(int(offered / n * steady_s) + burst for n in sizes)
     instances = await prepare(url, token, need)
-    conn = Connection(url, {"Authorization": f"Bearer {token}"})
-    raw_conn = Connection(raw.url)
-    lock = asyncio.Lock()
+    # 8 keep-alive connections each, so a burst keeps 8 actions in flight (group commit
+    # batches them) instead of one at a time: the capacity phase measures the fan-out,
+    # not one action's round trip 40 times over.
+    conns: asyncio.Queue[Connection] = asyncio.Queue()
+    raw_conns: asyncio.Queue[Connection] = asyncio.Queue()
+    for _ in range(8):
+        conns.put_nowait(Connection(url, {"Authorization": f"Bearer {token}"}))
+        raw_conns.put_nowait(Connection(raw.url))
 
-    async def act(instance: str) -> None:  # 8 connections would need 8 locks: keep it simple
-        async with lock:
+    async def act(instance: str) -> None:
+        conn = await conns.get()
+        try:
             status, body = await conn.post(
                 json.dumps({"query": ACT, "variables": {"i": instance}}).encode()
             )
+        finally:
+            conns.put_nowait(conn)
         if status != 200 or b'"errors"' in body:
             raise RuntimeError(body[:300])
 
     async def publish(key: str) -> None:
         frame = json.dumps({"id": "1", "type": "next", "payload": {"data": {"events": {
             "cursor": "c" * 16, "instanceId": key}}}}, separators=(",", ":"))  # fmt: skip
-        async with lock:
-            await raw_conn.post(frame.encode())
+        conn = await raw_conns.get()
+        try:
+            await conn.post(frame.encode())
+        finally:
+            raw_conns.put_nowait(conn)
 
     out: dict[str, Any] = {}
     ws_url = "ws" + url[len("http") :]
@@ -517,6 +616,7 @@ async def bench_delivery(
         lat = _latencies(subs, sent)
         out[f"delivery_p50_ms_{size}"] = percentile(lat, 0.5)
         out[f"delivery_p99_ms_{size}"] = percentile(lat, 0.99)
+        out[f"delivery_spread_p99_ms_{size}"] = percentile(_spreads(subs, sent), 0.99)
         out[f"delivery_server_us_{size}"] = (server.cpu() - cpu) * 1e6 / max(1, subs.received)
         before, began, cpu = subs.received, time.perf_counter(), server.cpu()
         mine = time.process_time()
@@ -538,6 +638,7 @@ async def bench_delivery(
         sent = await _drive(publish, keys, offered / size)
         await rsubs.wait_for(size * len(keys), 60)
         out[f"raw_p99_ms_{size}"] = percentile(_latencies(rsubs, sent), 0.99)
+        out[f"raw_spread_p99_ms_{size}"] = percentile(_spreads(rsubs, sent), 0.99)
         keys = [f"b{n}-{uuid.uuid4().hex[:8]}" for n in range(burst)]
         before, began, cpu = rsubs.received, time.perf_counter(), raw.cpu()
         mine = time.process_time()
@@ -556,8 +657,9 @@ async def bench_delivery(
         out[f"delivery_ratio_vs_raw_{size}"] = (
             out[f"deliveries_per_s_{size}"] / out[f"raw_deliveries_per_s_{size}"]
         )
-    conn.close()
-    raw_conn.close()
+    for queue in (conns, raw_conns):
+        while not queue.empty():
+            queue.get_nowait().close()
     out["delivery_ratio_vs_raw"] = out[f"delivery_ratio_vs_raw_{sizes[0]}"]
     return out
 

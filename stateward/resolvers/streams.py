@@ -127,11 +127,28 @@ class LiveViewer:
             )
         return self.viewer
 
-    def fresh(self) -> bool:
-        """True when `current()` would not read the grants again (no wait needed)."""
-        return self.viewer is None or (
-            self.stale_since is None and time.monotonic() - self.read_at <= REFRESH_AFTER
-        )
+    def ready(self) -> bool:
+        """True when the grants are current without waiting (the fan-out's path): read
+        recently enough, or refreshed now from a completed read shared with the actor's
+        other subscriptions (`SharedGrantReads.ready`). Past half of `REFRESH_AFTER` a
+        newer shared read is started in the background, so subscriptions of one actor
+        move to it together instead of each waiting for a read when its own expires; after
+        a registry event, until a read started since then has completed, False (the
+        subscriber's task then waits for it, in order)."""
+        viewer = self.viewer
+        if viewer is None:
+            return True
+        now = time.monotonic()
+        stale = self.stale_since
+        if stale is None and now - self.read_at <= REFRESH_AFTER / 2:
+            return True
+        not_before = stale if stale is not None else now - REFRESH_AFTER / 2
+        got = auth.shared_grant_reads(self.runtime).ready(viewer, not_before)
+        if got is not None:
+            self.stale_since = None
+            self.viewer, self.read_at = got
+            return True
+        return stale is None and now - self.read_at <= REFRESH_AFTER
 
     def may_receive(
         self, me: Viewer | None, allowed: Callable[[Viewer | None, Payload], bool], payload: Payload
@@ -222,7 +239,7 @@ def _taker(
         live.saw(payload)
         if int(payload.get("id", 0)) <= last or not where.matches(payload):
             return True
-        if not live.fresh():
+        if not live.ready():
             return False
         if not live.may_receive(live.viewer, allowed, payload):
             return True

@@ -24,7 +24,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stateward.domain.canonical import sha256_hex
 from stateward.domain.errors import (
@@ -254,6 +254,31 @@ class SharedGrantReads:
         if fresh is None:
             return None, entry[0]
         return Viewer(viewer.actor, fresh.grants, viewer.label, viewer.expires_at), entry[0]
+
+    def ready(self, viewer: Viewer, not_before: float) -> tuple[Viewer | None, float] | None:
+        """What `read` would answer at once: a completed read of the actor that started at
+        or after `not_before`; else None, after starting that read in the background when
+        none is under way (the fan-out's path, which must not wait: issue 18)."""
+        entry = self.reads.get(viewer.actor)
+        if entry is None or entry[0] < not_before or _failed(entry[1]):
+            if len(self.reads) >= self.LIMIT:
+                self.reads.clear()
+            started = time.monotonic()
+            future = asyncio.ensure_future(refresh_viewer(self.runtime, Viewer(viewer.actor)))
+            future.add_done_callback(_failed)  # a failure is retried by the next reader
+            self.reads[viewer.actor] = (started, future)
+            return None
+        if not entry[1].done():
+            return None
+        fresh = entry[1].result()
+        if fresh is None:
+            return None, entry[0]
+        return Viewer(viewer.actor, fresh.grants, viewer.label, viewer.expires_at), entry[0]
+
+
+def _failed(future: asyncio.Future[Any]) -> bool:
+    """True when `future` ended with an exception (which counts as retrieved)."""
+    return future.done() and not future.cancelled() and future.exception() is not None
 
 
 def shared_grant_reads(runtime: Runtime) -> SharedGrantReads:
