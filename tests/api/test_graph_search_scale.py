@@ -17,6 +17,7 @@ from graph_stack import Api
 from sqlalchemy import insert
 
 from stateward.persistence.models import Process
+from stateward.persistence.uow import DbTimeouts, UnitOfWorkFactory
 from stateward.records import INSTANCE, ProcessRecord
 
 N = 2000
@@ -68,7 +69,10 @@ ROWS = _rows()
 
 @pytest.fixture
 async def seeded(api: Api) -> Api:
-    async with api.runtime.uow() as uow:
+    # 1,500 rows in one transaction: allow it 30 s idle (the 1 s production bound ends
+    # it when a loaded box deschedules the test between the insert's batches).
+    seed = UnitOfWorkFactory(api.runtime.uow.sessions, DbTimeouts(lock_ms=1000, idle_ms=30_000))
+    async with seed() as uow:
         await uow.session.execute(insert(Process.__table__), [asdict(r) for r in ROWS])
         await uow.commit()
     return api

@@ -109,8 +109,8 @@ class Join:
 class Retries:
     """Issue 15: a failing hook runs again up to `max` more times, `backoffSeconds` apart."""
 
-    max: int
-    backoff_seconds: float
+    max: int = strawberry.field(description="Re-runs after the first failure (0..10).")
+    backoff_seconds: float = strawberry.field(description="Seconds between two runs.")
 
 
 @strawberry.type
