@@ -167,3 +167,14 @@ async def test_no_answer_leaves_before_the_batch_committed(
     advanced = [m["instanceId"] for m in published if m["type"] == "workflow.advanced"]
     assert advanced == ids  # all published before the answer, in commit order
     assert [m["id"] for m in published] == sorted(m["id"] for m in published)
+
+
+async def test_a_forged_signature_among_many_is_refused_alone(api: Api) -> None:
+    """A forged signature in a larger batch is BAD_SIGNATURE for that item only; the
+    others are applied."""
+    ids = await _started(api, 10)
+    items = [_signed(api, i, "submit", {"fields": {"amount": n}}) for n, i in enumerate(ids)]
+    items[4]["signature"] = _signed(api, ids[4], "submit", {"fields": {"amount": 99}})["signature"]
+    results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    codes = [r["error"]["code"] if r["error"] else None for r in results]
+    assert codes == [None] * 4 + ["BAD_SIGNATURE"] + [None] * 5
