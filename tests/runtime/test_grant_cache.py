@@ -185,3 +185,30 @@ async def test_a_batch_that_grants_and_then_acts_keeps_nothing_uncommitted(admin
         current = cache.generation == await grant_generation(uow.session)
         for (actor, namespace), roles in cache.roles.items():  # what it holds is true
             assert not current or roles == await uow.grants.roles_of(actor, namespace)
+
+
+async def test_concurrent_grants_on_two_nodes_each_raise_the_generation(
+    admin_rt, other_rt, operator
+):
+    """Registry events of two runtimes at once (different namespaces, so different
+    registry rows): the generation row is taken after the registry rows, so they queue
+    on it and never deadlock; every grant raises it, none is lost."""
+    import asyncio
+
+    async def generation() -> int:
+        async with admin_rt.uow(readonly=True) as uow:
+            return await grant_generation(uow.session)
+
+    before = await generation()
+    members = [generate_keypair().public for _ in range(6)]
+    await asyncio.gather(
+        *(
+            grant_role(rt, operator, namespace, member, ["analyst"])
+            for n, member in enumerate(members)
+            for rt, namespace in [((admin_rt, other_rt)[n % 2], ("north", "south")[n % 2])]
+        )
+    )
+    assert await generation() == before + len(members)
+    async with other_rt.uow(readonly=True) as uow:
+        for n, member in enumerate(members):
+            assert await uow.grants.roles_of(member, ("north", "south")[n % 2]) == {"analyst"}
