@@ -20,7 +20,7 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
    events/s): p50/p99 from sending the mutation to receipt (`delivery_p99_ms_500`,
    `delivery_p99_ms_1000`; `delivery_spread_p99_ms_N`: the same deliveries' delay after
    each event's first delivery, the fan-out's own part); then the capacity (a burst
-   of events, 8 actions or publishes in flight, deliveries/s until all arrived) beside
+   of events, 32 actions or publishes in flight, deliveries/s until all arrived) beside
    a raw websocket broadcast of frames of the same shape to the same number of clients
    on the same uvicorn stack: `delivery_ratio_vs_raw`; with the server's
    and this client's CPU per delivery at capacity for both (`capacity_server_us_N`,
@@ -69,6 +69,10 @@ from _common import (
 EVENT_BYTES = 900  # about one stored event (envelope, signature, hashes) of this bench
 OUTBOX_BYTES = 300
 MAX_BATCH = 64  # as the group committer
+#: Actions (or raw publishes) in flight in the delivery test's capacity burst: enough that
+#: the group commit batches them and the fan-out, not one action's round trip, is the
+#: bound (with 8 the rate at 500 subscribers followed the box's commit latency).
+BURST = 32
 COUNTER = {
     "$version": "2.0",
     "$path": "bench/api/counter",
@@ -532,10 +536,10 @@ class Subscribers:
 
 
 async def _drive(send: Any, keys: list[str], rate: float | None) -> dict[str, float]:
-    """Send one event per key, at `rate` per second (None: 8 at a time, flat out)."""
+    """Send one event per key, at `rate` per second (None: BURST at a time, flat out)."""
     sent: dict[str, float] = {}
     if rate is None:
-        gate = asyncio.Semaphore(8)
+        gate = asyncio.Semaphore(BURST)
 
         async def one(key: str) -> None:
             async with gate:
@@ -572,12 +576,12 @@ async def bench_delivery(
     url = server.url
     need = sum(int(offered / n * steady_s) + burst for n in sizes)
     instances = await prepare(url, token, need)
-    # 8 keep-alive connections each, so a burst keeps 8 actions in flight (group commit
+    # BURST keep-alive connections each, so a burst keeps BURST actions in flight (group commit
     # batches them) instead of one at a time: the capacity phase measures the fan-out,
     # not one action's round trip 40 times over.
     conns: asyncio.Queue[Connection] = asyncio.Queue()
     raw_conns: asyncio.Queue[Connection] = asyncio.Queue()
-    for _ in range(8):
+    for _ in range(BURST):
         conns.put_nowait(Connection(url, {"Authorization": f"Bearer {token}"}))
         raw_conns.put_nowait(Connection(raw.url))
 
