@@ -9,16 +9,21 @@ over ASGITransport. `tests/api/conftest.py` re-exports the `api` fixture.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.applications import Starlette
 
 from stateward.app import create_app
 from stateward.governance.keys import KeyPair, generate_keypair
+from stateward.observe import tracing
 from stateward.runtime.access.genesis import init
 from stateward.runtime.access.tokens import create_api_token
 from stateward.runtime.container import Services
@@ -132,3 +137,17 @@ async def api(db_url: str) -> AsyncIterator[Api]:
         yield stack
     finally:
         await close()
+
+
+@contextmanager
+def recorded_spans(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
+    """`provider` installed as stateward's tracer provider, every span it records kept in
+    memory; uninstalled and shut down afterwards."""
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracing.install(provider)
+    try:
+        yield memory
+    finally:
+        tracing.install(None)
+        provider.shutdown()

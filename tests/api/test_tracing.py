@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from graph_stack import Api, loan, open_stack
+from graph_stack import Api, loan, open_stack, recorded_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,15 +21,8 @@ PERFORM = """mutation Submit($i: ID!) {
 
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.install(provider)
-    try:
+    with recorded_spans(TracerProvider()) as memory:
         yield memory
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from graph_stack import Api, open_stack
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from graph_stack import Api, open_stack, recorded_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
@@ -55,15 +53,8 @@ def default_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanEx
     """The provider stateward builds when the operator names no sampler."""
     monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
     monkeypatch.delenv("STATEWARD_TRACE_SAMPLE_RATIO", raising=False)
-    memory = InMemorySpanExporter()
-    provider: TracerProvider = tracing.make_provider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.install(provider)
-    try:
+    with recorded_spans(tracing.make_provider()) as memory:
         yield memory
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 def test_about_one_root_in_ten_is_recorded(default_provider: InMemorySpanExporter) -> None:

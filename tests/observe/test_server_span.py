@@ -8,10 +8,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from graph_stack import Api, open_stack
+from graph_stack import Api, open_stack, recorded_spans
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from starlette.types import Message, Receive, Scope, Send
@@ -34,15 +33,8 @@ def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     never sampled, so only a sampled caller's request is recorded: parent-based)."""
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
     monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0")
-    memory = InMemorySpanExporter()
-    provider = tracing.make_provider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.install(provider)
-    try:
+    with recorded_spans(tracing.make_provider()) as memory:
         yield memory
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 @pytest.fixture
