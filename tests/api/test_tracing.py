@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from graph_stack import Api, loan, open_stack, recorded_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from stateward.observe import tracing
@@ -101,15 +100,8 @@ async def test_sql_statements_get_spans_only_when_asked(
 def sampled_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     """The provider stateward builds, with the standard sampler variable set to record nothing."""
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
-    memory = InMemorySpanExporter()
-    provider = tracing.make_provider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.install(provider)
-    try:
+    with recorded_spans(tracing.make_provider()) as memory:
         yield memory
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 async def test_the_sampler_follows_otel_traces_sampler(

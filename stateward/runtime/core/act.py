@@ -258,8 +258,20 @@ def result_of(written: Written) -> ActResult:
 async def after_commit(runtime: Runtime, written: Written) -> None:
     """Publish the committed outbox messages, then start automation of system states."""
     with tracing.span("act.publish"):
-        await runtime.publish([row.message() for row in written.outbox])
-    metrics.record_published(row.created_at for row in written.outbox)
+        await publish_committed(runtime, list(written.outbox))
+    await automate_committed(runtime, written)
+
+
+async def publish_committed(runtime: Runtime, outbox: list[OutboxRecord]) -> None:
+    """Publish the outbox rows of committed events in one call, in commit order (the
+    group committer's batch; `after_commit` does the same for one event)."""
+    await runtime.publish([row.message() for row in outbox])
+    metrics.record_published(row.created_at for row in outbox)
+
+
+async def automate_committed(runtime: Runtime, written: Written) -> None:
+    """After the commit and the publish: run the automation of the system states the
+    event entered, then deliver the messages it sent."""
     for process_id, hook in written.hooks:
         await runtime.run_automation(process_id, hook)
     if written.messages:

@@ -41,6 +41,8 @@ from stateward.runtime.core.act import (
     act,
     act_verified,
     apply_in,
+    automate_committed,
+    publish_committed,
     result_of,
 )
 from stateward.runtime.core.services import Runtime
@@ -251,17 +253,14 @@ class GroupCommitter:
     async def _finish(self, items: list[_Item]) -> None:
         """After the commit: publish the batch's bus messages in one call (in commit
         order), then answer each caller; an event with automation hooks or message
-        deliveries gets its own task for those (as `after_commit` does them) and is
+        deliveries gets its own task for those (`automate_committed`) and is
         answered when they are done, so one slow hook delays no other answer."""
         try:
             publishing = time.time_ns()
-            await self.runtime.publish(
-                [row.message() for item in items for row in _written(item).outbox]
+            await publish_committed(
+                self.runtime, [row for item in items for row in _written(item).outbox]
             )
             tracing.record_span("act.publish", publishing, time.time_ns(), (i.trace for i in items))
-            metrics.record_published(
-                row.created_at for item in items for row in _written(item).outbox
-            )
         finally:
             for item in items:
                 written = _written(item)
@@ -271,13 +270,10 @@ class GroupCommitter:
                     item.future.set_result(result_of(written))
 
     async def _automate(self, item: _Item, written: Written) -> None:
-        """`after_commit`'s automation and deliveries of one event, then its answer."""
+        """The automation and deliveries of one committed event, then its answer."""
         try:
             with tracing.attached(item.trace):
-                for process_id, hook in written.hooks:
-                    await self.runtime.run_automation(process_id, hook)
-                if written.messages:
-                    await self.runtime.deliver_messages(written.messages)
+                await automate_committed(self.runtime, written)
         finally:
             if not item.future.done():
                 item.future.set_result(result_of(written))
