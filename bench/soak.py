@@ -689,7 +689,28 @@ class Soak:
         internal = self.stats.codes.get("INTERNAL_ERROR", 0)
         if internal:
             problems.append(f"{internal} INTERNAL_ERROR")
+        if problems:
+            self.print_unexpected_errors()
         return self.report(problems, gaps, verify.stderr.strip().splitlines()[-1:])
+
+    def print_unexpected_errors(self, limit: int = 80) -> None:
+        """The nodes' last logged errors with their tracebacks, to stderr: what an
+        `INTERNAL_ERROR` was is then in CI's output, not only in the kept logs."""
+        levels = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+        for node in self.nodes:
+            lines = node.lines
+            starts = [n for n, line in enumerate(lines) if line.startswith("ERROR ")]
+            print(f"--- node{node.index}: {len(starts)} ERROR line(s); the last three:",
+                  file=sys.stderr)  # fmt: skip
+            shown: list[str] = []
+            for n in starts[-3:]:
+                shown.append(lines[n])
+                for line in lines[n + 1 : n + 200]:
+                    if line.startswith(levels):
+                        break
+                    shown.append(line)
+            for line in shown[-limit:]:
+                print(f"    {line}", file=sys.stderr)
 
     def report(self, problems: list[str], gaps: int, verified: list[str]) -> dict[str, Any]:
         lat = sorted(s for _, s, _ in self.stats.writes)

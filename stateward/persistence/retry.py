@@ -62,19 +62,32 @@ async def retry_transient(
             await asyncio.sleep(pause_before(attempt))
 
 
-async def read_retrying(operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+def unavailable(error: BaseException, advice: str = "try again") -> DomainError | None:
+    """`UNAVAILABLE` (a coded refusal the client can act on: `advice`) for a transient
+    database fault, None for any other error. For a fault that outlasted every retry, and
+    for one that reached the API from a read that has no retry of its own: the client is
+    told to try again instead of receiving `INTERNAL_ERROR` for a fault that says nothing
+    about its request (issue 11)."""
+    if not is_transient(error):
+        return None
+    # The driver's words stay in the server's log: they are no business of the client's.
+    refusal = DomainError(UNAVAILABLE, f"the database was unavailable; {advice}")
+    refusal.__cause__ = error
+    return refusal
+
+
+async def read_retrying(
+    operation: Callable[[], Awaitable[T]], *, what: str, advice: str = "try again"
+) -> T:
     """A read-only unit of work run like `retry_transient`; when the database stays
-    unreachable through every retry, `UNAVAILABLE` (a coded, resumable refusal) instead of
-    the driver's exception. Long-lived readers (subscription streams) use it so that a
-    dropped connection is retried, and a lasting outage ends the stream with a code the
-    client can act on: resume with `after` later (issue 11)."""
+    unreachable through every retry, `UNAVAILABLE` (a coded refusal saying what to do:
+    `advice`) instead of the driver's exception. Long-lived readers (subscription streams)
+    use it so that a dropped connection is retried, and a lasting outage ends the stream
+    with a code the client can act on: resume with `after` later (issue 11)."""
     try:
         return await retry_transient(operation, what=what)
     except Exception as error:
-        if not is_transient(error):
+        refusal = unavailable(error, advice)
+        if refusal is None:
             raise
-        raise DomainError(
-            UNAVAILABLE,
-            f"the database stayed unavailable ({describe(error)}); resume with `after` the "
-            "last cursor you received",
-        ) from error
+        raise refusal from error

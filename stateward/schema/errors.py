@@ -11,6 +11,9 @@ result exactly once, for queries, mutations and each subscription frame alike:
   Python will not convert) and gets `GRAPHQL_VALIDATION_FAILED`: a client mistake, never
   INTERNAL_ERROR; an exception that ends a running subscription stream (no path and no
   location either) is not one of these;
+- a transient database fault (a dropped or killed connection) that reached the API from a
+  read with no retry of its own becomes `UNAVAILABLE`: the client may try again; it says
+  nothing about its request and is not a bug in it (it is still logged);
 - anything else (an exception inside a resolver) is a bug: masked as "Unexpected error."
   with code INTERNAL_ERROR unless `settings.debug` is on.
 
@@ -29,6 +32,7 @@ from graphql import GraphQLError, GraphQLSyntaxError
 from strawberry.extensions import MaskErrors
 
 from stateward.domain.errors import DomainError
+from stateward.runtime.core.queries import unavailable_refusal
 
 INTERNAL_ERROR = "INTERNAL_ERROR"
 GRAPHQL_PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
@@ -96,6 +100,14 @@ def domain_error_of(error: GraphQLError) -> DomainError | None:
     return original if isinstance(original, DomainError) else None
 
 
+def unavailable_of(error: GraphQLError) -> DomainError | None:
+    """`UNAVAILABLE` when a transient database fault is behind a GraphQL error."""
+    original: BaseException | None = error.original_error
+    while isinstance(original, GraphQLError):
+        original = original.original_error
+    return None if original is None else unavailable_refusal(original)
+
+
 def is_request_error(error: GraphQLError) -> bool:
     """True when the error is the client's: a domain refusal, or an error about the request
     itself (parse, validation, variable coercion: no `path`) rather than a resolver's bug.
@@ -122,7 +134,7 @@ def make_should_mask_error(debug: bool) -> Callable[[GraphQLError], bool]:
     """The `MaskErrors` filter: mask every unexpected error unless `debug` is on."""
 
     def should_mask_error(error: GraphQLError) -> bool:
-        return not debug and not is_request_error(error)
+        return not debug and not is_request_error(error) and unavailable_of(error) is None
 
     return should_mask_error
 
@@ -158,7 +170,7 @@ class ErrorPolicy(MaskErrors):
         error.message = clip(message)
         if error.extensions and "code" in error.extensions:
             return error
-        domain = domain_error_of(error)
+        domain = domain_error_of(error) or unavailable_of(error)
         if domain is not None:
             return to_graphql_error(domain, template=error)
         if isinstance(error, GraphQLSyntaxError):

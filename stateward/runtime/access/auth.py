@@ -192,15 +192,19 @@ async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
     """The viewer a bearer token stands for, or None (unknown, expired, revoked or rotated
     key)."""
     now = runtime.clock.now()
-    async with runtime.uow(readonly=True) as uow:
-        record = await uow.tokens.get(token_hash(token))
-        if record is None or not record.valid_at(now):
-            return None
-        status = await uow.keys.status(record.actor)
-        if status is not None and status.status in ("revoked", "rotated"):
-            return None
-        grants = await uow.grants.of_actor(record.actor)
-    return Viewer(record.actor, tuple(grants), record.label, record.expires_at)
+
+    async def read() -> Viewer | None:
+        async with runtime.uow(readonly=True) as uow:
+            record = await uow.tokens.get(token_hash(token))
+            if record is None or not record.valid_at(now):
+                return None
+            status = await uow.keys.status(record.actor)
+            if status is not None and status.status in ("revoked", "rotated"):
+                return None
+            grants = await uow.grants.of_actor(record.actor)
+        return Viewer(record.actor, tuple(grants), record.label, record.expires_at)
+
+    return await read_retrying(read, what="token check")
 
 
 async def refresh_viewer(runtime: Runtime, viewer: Viewer) -> Viewer | None:

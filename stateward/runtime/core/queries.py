@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stateward.domain.errors import DomainError
 from stateward.domain.search import AssignmentSearch, AuditSearch, InstanceSearch, Ordering
-from stateward.persistence.retry import read_retrying
+from stateward.persistence.retry import read_retrying, unavailable
 from stateward.records import (
     AssignmentRecord,
     GrantRecord,
@@ -198,4 +199,13 @@ async def outbox_after(
         async with runtime.uow(readonly=True) as uow:
             return await uow.outbox.events_after(cursor, where, limit)
 
-    return await read_retrying(read, what="subscription replay")
+    return await read_retrying(
+        read, what="subscription replay", advice="resume with `after` the last cursor you received"
+    )
+
+
+def unavailable_refusal(error: BaseException) -> DomainError | None:
+    """The `UNAVAILABLE` refusal for a transient database fault (a dropped or killed
+    connection, a failover) that reached the API from a read with no retry of its own:
+    the client is told to try again, not `INTERNAL_ERROR`; None for any other error."""
+    return unavailable(error)

@@ -31,6 +31,7 @@ from stateward.domain.model import (
     StateDef,
 )
 from stateward.governance.keys import b64url_encode
+from stateward.persistence.retry import read_retrying
 from stateward.records import INSTANCE, ProcessRecord, StoredEvent
 from stateward.runtime.access.auth import token_hash  # entry tokens are stored like bearer tokens
 from stateward.runtime.core.act import act
@@ -263,12 +264,16 @@ async def _resolve(runtime: Runtime, token: str) -> tuple[ProcessRecord, Definit
     """The instance a token opens and its pinned definition; NOT_FOUND otherwise."""
     if not isinstance(token, str) or not _TOKEN_SHAPE.fullmatch(token):
         raise DomainError(NOT_FOUND, "unknown entry token")
-    async with runtime.uow(readonly=True) as uow:
-        process = await uow.processes.by_entry_token(token_hash(token))
-        if process is None or process.kind != INSTANCE:
-            raise DomainError(NOT_FOUND, "unknown entry token")
-        definition = await runtime.definition(uow, process.workflow, process.workflow_version)
-    return process, definition
+
+    async def read() -> tuple[ProcessRecord, Definition]:
+        async with runtime.uow(readonly=True) as uow:
+            process = await uow.processes.by_entry_token(token_hash(token))
+            if process is None or process.kind != INSTANCE:
+                raise DomainError(NOT_FOUND, "unknown entry token")
+            definition = await runtime.definition(uow, process.workflow, process.workflow_version)
+        return process, definition
+
+    return await read_retrying(read, what="entry token check")
 
 
 async def _view(runtime: Runtime, token: str) -> PublicView:
