@@ -23,7 +23,14 @@ from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 #: Plain table (Core): rows, not identity-mapped objects that could go stale.
 P = cast(Table, Process.__table__)
 _COLUMNS = tuple(f.name for f in fields(ProcessRecord))
-_MUTABLE = tuple(c for c in _COLUMNS if c not in ("id", "kind", "created_at", "instance_metadata"))
+#: Columns an event may change. Not `parent_id` (fixed when the process starts): on SQLite
+#: an UPDATE that sets a column of a foreign key to its own table deletes and reinserts
+#: the row, rewriting every overflow page of large data (≈ 17 WAL pages for 64 KB);
+#: without it SQLite overwrites the row in place and writes only the pages that changed
+#: (docs/decisions.md, "Large instance data written in place").
+_MUTABLE = tuple(
+    c for c in _COLUMNS if c not in ("id", "kind", "created_at", "instance_metadata", "parent_id")
+)
 #: `session.info` key: the process rows this transaction holds `FOR UPDATE` (PostgreSQL).
 HELD_INFO = "stateward.held_processes"
 # Hot-path statements built once (compiled once, executed with parameters).
