@@ -75,10 +75,30 @@ class Proc:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat)."""
+    """utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat), with its
+    running children's (a server's helper processes, e.g. the signature worker)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    total = int(fields[11]) + int(fields[12])
+    for child in children_of(pid):
+        try:
+            with open(f"/proc/{child}/stat", encoding="ascii") as stat:
+                more = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        total += int(more[11]) + int(more[12])
+    return total / CLOCK_TICKS
+
+
+def children_of(pid: int) -> list[int]:
+    """The ids of `pid`'s running child processes (from /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def load_average() -> str:

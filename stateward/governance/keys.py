@@ -234,22 +234,38 @@ def verify_signature(public_b64: str, message: bytes, sig_b64: str) -> bool:
     check `encode([S]B - [k]A) == R` (byte comparison) also forces R to be the canonical
     encoding of a prime-order point, so R needs only the explicit small-order check.
     """
+    parts = signature_parts(public_b64, message, sig_b64)
+    return parts is not None and _verify_detached(parts[1], parts[2], parts[0])
+
+
+def signature_parts(
+    public_b64: str, message: bytes, sig_b64: str
+) -> tuple[bytes, bytes, bytes] | None:
+    """`verify_signature` up to libsodium's check: (public key, signature, message) as
+    bytes when every strict check passed, None when one failed (the signature is then
+    invalid). `verify_detached(signature, message, public)` gives the rest of the verdict
+    (`sigworker` runs it in a helper process)."""
     public = _strict_public(public_b64) if isinstance(public_b64, str) else None
     if public is None:
-        return False
+        return None
     signature = _signature_bytes(sig_b64)
     if signature is None:
-        return False
+        return None
     # S >= L needs S's top byte >= 0x10 (L = 2^252 + ...): the integer only then
     if signature[63] >= 0x10 and int.from_bytes(signature[32:], "little") >= L:
-        return False
+        return None
     if signature[:32] in _SMALL_ORDER_ANY:
-        return False
+        return None
     if not isinstance(message, bytes):
         try:
             message = bytes(message)
         except TypeError:
-            return False
+            return None
+    return public, signature, message
+
+
+def verify_detached(signature: bytes, message: bytes, public: bytes) -> bool:
+    """libsodium's detached check of 64 + n + 32 bytes (after `signature_parts`)."""
     return _verify_detached(signature, message, public)
 
 

@@ -102,15 +102,21 @@ def parse_signed(body: str | bytes | Mapping[str, Any]) -> SignedEnvelope:
     return SignedEnvelope.from_json(value)
 
 
-async def act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
+async def act(
+    runtime: Runtime, signed: SignedEnvelope, *, attested: bool, signature_ok: bool | None = None
+) -> ActResult:
     """Verify and apply one signed envelope (see the module docstring); the only writer.
 
     An envelope whose nonce comes from an idempotency key (`runtime/core/idempotency.py`)
     that was already used answers the original event when it asks for the same thing,
-    else `REPLAYED`.
+    else `REPLAYED`. `signature_ok`: `keys.verify_signature` of exactly this envelope's
+    signer, canonical bytes and signature, when the caller already ran it (`act_many`
+    checks a batch's signatures in a helper process); every other check still runs.
     """
     with observed_act(op_label(signed)) as seen:
-        return seen.done(await _keyed_act(runtime, signed, attested=attested))
+        return seen.done(
+            await _keyed_act(runtime, signed, attested=attested, signature_ok=signature_ok)
+        )
 
 
 def op_label(signed: SignedEnvelope) -> str:
@@ -123,7 +129,9 @@ def op_label(signed: SignedEnvelope) -> str:
     return op.__name__.removeprefix("op_")
 
 
-async def _keyed_act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
+async def _keyed_act(
+    runtime: Runtime, signed: SignedEnvelope, *, attested: bool, signature_ok: bool | None = None
+) -> ActResult:
     """`_act`, answering a retried idempotency key with its original event."""
     envelope = signed.envelope
     keyed = is_keyed(envelope)
@@ -132,7 +140,7 @@ async def _keyed_act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool
         if original is not None:
             return original
     try:
-        return await _act(runtime, signed, attested=attested)
+        return await _act(runtime, signed, attested=attested, signature_ok=signature_ok)
     except DomainError as error:
         if error.code != REPLAYED or not keyed:
             raise
@@ -142,13 +150,15 @@ async def _keyed_act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool
         return original
 
 
-async def _act(runtime: Runtime, signed: SignedEnvelope, *, attested: bool) -> ActResult:
+async def _act(
+    runtime: Runtime, signed: SignedEnvelope, *, attested: bool, signature_ok: bool | None = None
+) -> ActResult:
     envelope = signed.envelope
     identity = envelope.identity()
     now = runtime.clock.now()
     try:
         with tracing.span("act.verify"):
-            await _verify_signature(runtime, signed, now, own=attested)
+            await _verify_signature(runtime, signed, now, own=attested, checked=signature_ok)
     except DomainError as error:
         return await _resubmission(runtime, signed, identity, error, check_nonce=False)
     if runtime.group_commit:
@@ -279,15 +289,21 @@ async def automate_committed(runtime: Runtime, written: Written) -> None:
 
 
 async def _verify_signature(
-    runtime: Runtime, signed: SignedEnvelope, now: datetime, *, own: bool = False
+    runtime: Runtime,
+    signed: SignedEnvelope,
+    now: datetime,
+    *,
+    own: bool = False,
+    checked: bool | None = None,
 ) -> None:
     """The checks that need no database: net, signer trust, signature, ±300 s.
 
     `own`: a server-attested envelope this process just built; when this node's key signed
     it, its signature is not checked again (it was made over the same cached canonical
     bytes a moment ago). Client input never gets here with `own` (`submitEvent` passes
-    `attested=False`); every other check still runs."""
-    fresh = True if own and signed.signer == runtime.node_public else None
+    `attested=False`); every other check still runs. `checked`: the signature's verdict
+    when the caller has it (`act`'s `signature_ok`)."""
+    fresh = True if own and signed.signer == runtime.node_public else checked
     try:
         verify_envelope(
             signed,
@@ -300,7 +316,9 @@ async def _verify_signature(
         if error.details.get("reason") != "untrusted_signer":
             raise
         trusted = await runtime.refresh_trusted()  # another node may have joined
-        verify_envelope(signed, net=runtime.net, now=now, trusted_signers=trusted)
+        verify_envelope(
+            signed, net=runtime.net, now=now, trusted_signers=trusted, signature_ok=checked
+        )
 
 
 @dataclass

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope
+from stateward.governance.sigworker import MIN_BATCH, SignatureWorker, worker_enabled
 from stateward.observe import metrics, tracing
 from stateward.persistence import PersistenceConflict, SeqConflict
 from stateward.persistence.errors import is_transient
@@ -89,6 +90,8 @@ class GroupCommitter:
         self._released.set()
         self._bundle = 0
         self._finishing: set[asyncio.Task[None]] = set()
+        #: The helper process checking `act_many`'s signatures (started on first use).
+        self.signatures: SignatureWorker | None = None
         self._task = self._loop.create_task(self._run(), name="stateward-group-commit")
 
     async def submit(self, signed: SignedEnvelope, identity: str, *, attested: bool) -> ActResult:
@@ -118,7 +121,9 @@ class GroupCommitter:
         return self._queue.qsize()
 
     async def close(self) -> None:
-        """Stop the writer (queued callers get a CancelledError)."""
+        """Stop the writer (queued callers get a CancelledError) and the signature worker."""
+        if self.signatures is not None:
+            self.signatures.close()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, RuntimeError):
             await self._task
@@ -330,14 +335,16 @@ async def act_many(
         return results
     committer = committer_of(runtime)
     loop = asyncio.get_running_loop()
+    verdicts = await _signature_verdicts(committer, items, attested=attested)
     tasks: list[asyncio.Task[ActResult]] = []
     committer.hold()
     try:
-        for signed in items:
+        for signed, verdict in zip(items, verdicts, strict=True):
             queued: asyncio.Future[None] = loop.create_future()
             context = contextvars.copy_context()
             context.run(_ON_QUEUED.set, queued)
-            task = loop.create_task(act(runtime, signed, attested=attested), context=context)
+            work = act(runtime, signed, attested=attested, signature_ok=verdict)
+            task = loop.create_task(work, context=context)
             tasks.append(task)
             # queued (or answered without the writer: a bad signature, a resubmission).
             # The task's first step runs before this one resumes (FIFO ready queue), and
@@ -350,3 +357,20 @@ async def act_many(
     finally:
         committer.release()
     return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def _signature_verdicts(
+    committer: GroupCommitter, items: list[SignedEnvelope], *, attested: bool
+) -> list[bool | None]:
+    """Each envelope's `verify_signature` verdict, checked in the signature worker's
+    process while this loop serves others (`governance/sigworker.py`): for client-signed
+    batches of `MIN_BATCH` or more on a machine with a second core. None per item: `act`
+    checks it itself (small batches, server-attested ones, no worker)."""
+    if attested or len(items) < MIN_BATCH or not worker_enabled():
+        return [None] * len(items)
+    if committer.signatures is None:
+        committer.signatures = SignatureWorker()
+    found = await committer.signatures.check(
+        [(s.signer, s.envelope.canonical(), s.signature) for s in items]
+    )
+    return [None] * len(items) if found is None else list(found)
