@@ -144,3 +144,27 @@ async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_r
     async with admin_rt.uow(readonly=True) as uow:
         assert [e.seq for e in await uow.events.for_process(ids[0])] == list(range(1, 11))
     assert (await verify(admin_rt)).valid
+
+
+async def test_a_forged_signature_in_a_worker_checked_batch_is_refused_alone(admin_rt, operator):
+    """`act_many` with MIN_BATCH or more client-signed envelopes: their signatures are
+    checked in the signature worker's process; a forged one is BAD_SIGNATURE alone, the
+    others are applied, and the log verifies."""
+    from stateward.governance.sigworker import MIN_BATCH, worker_enabled
+    from stateward.runtime.core.group import act_many
+
+    ids = await _in_review(admin_rt, operator)
+    items = [sign_as(admin_rt, operator, ids[i % 3], "note", PATH, {"i": i}) for i in range(20)]
+    other = sign_as(admin_rt, operator, ids[0], "note", PATH, {"i": 99})
+    items[7] = type(items[7])(items[7].envelope, items[7].signer, other.signature)
+    assert len(items) >= MIN_BATCH
+    results = await act_many(admin_rt, items, attested=False)
+    assert isinstance(results[7], DomainError) and results[7].code == "BAD_SIGNATURE"
+    assert all(not isinstance(r, BaseException) for n, r in enumerate(results) if n != 7)
+    worker = committer_of(admin_rt).signatures
+    if worker_enabled():
+        assert worker is not None and worker.checked == 20
+    async with admin_rt.uow(readonly=True) as uow:
+        notes = [(await uow.processes.get(p)).data.get("notes") for p in ids]  # type: ignore[union-attr]
+    assert sum(notes) == 19  # every note of the batch but the forged one
+    assert (await verify(admin_rt)).valid
