@@ -28,15 +28,18 @@ sequencer step but the log's leaf queue and the sequencer, which run after the f
 
 from __future__ import annotations
 
+import sqlite3
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Connection, event
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState, Session
 
+from stateward.persistence.types import UTCDateTime
 from stateward.records import StoredEvent
 
 #: `session.info` key of the transaction's buffer (cleared with the rest at commit/rollback).
@@ -70,21 +73,24 @@ class WriteBuffer:
         """Send the queued rows (sync: inside the async session's greenlet)."""
         updates, self.updates = self.updates, []
         events, self.events = self.events, []
+        connection = session.connection()
+        dialect = connection.dialect
+        memo: dict[Any, Any] = {}  # bound forms of the batch's repeated instants
         try:
             # one executemany per run of the same statement, in queue order (a row's
             # later update expects the seq its earlier one wrote)
             for statement, run in groupby(updates, key=itemgetter(0)):
                 params = [values for _, values in run]
-                result = session.execute(statement, params)
-                matched = result.rowcount  # type: ignore[attr-defined]
+                plan = _plan(statement, tuple(params[0]), dialect)
+                result = connection.exec_driver_sql(plan.sql, plan.rows(params, memo))
+                matched = result.rowcount
                 if matched != len(params):
                     raise BufferedWriteFailed(
                         f"{len(params) - matched} of {len(params)} queued process updates "
                         "found their row at another seq"
                     )
             if events:
-                rows = session.execute(self._insert, [values for _, values in events]).all()
-                ids = {identity: int(id_) for identity, id_ in rows}
+                ids = self._insert_events([values for _, values in events], connection, memo)
                 for stored, _ in events:
                     object.__setattr__(stored, "id", ids[stored.identity])
         except IntegrityError as error:
@@ -92,6 +98,100 @@ class WriteBuffer:
         stats["flushes"] += 1
         stats["updates"] += len(updates)
         stats["events"] += len(events)
+
+    def _insert_events(
+        self, values: list[dict[str, Any]], connection: Connection, memo: dict[Any, Any]
+    ) -> dict[str, int]:
+        """The event rows in multi-row INSERTs (as many rows per statement as SQLite's
+        variable limit allows); {identity: id}."""
+        plan = _plan(self._insert, tuple(values[0]), connection.dialect)
+        rows = plan.rows(values, memo)
+        width = len(plan.names)
+        per = max(1, _MAX_VARIABLES // width)
+        ids: dict[str, int] = {}
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            sql = plan.many(len(chunk))
+            flat = tuple(value for row in chunk for value in row)
+            for identity, id_ in connection.exec_driver_sql(sql, flat).all():
+                ids[identity] = int(id_)
+        return ids
+
+
+#: Bound variables per statement: SQLite's limit since 3.32 (999 before).
+_MAX_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
+
+
+class _Plan:
+    """A buffered statement compiled once for the dialect: its SQL (positional), the
+    parameter names in order and each one's bind processor, so a batch's parameters are
+    bound here in one plain loop (the same processors SQLAlchemy would run per row, the
+    batch's repeated instants bound once) and sent with `exec_driver_sql`."""
+
+    def __init__(self, statement: Any, keys: tuple[str, ...], dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+        self.sql: str = compiled.string
+        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
+        processors = compiled._bind_processors
+        self.processors = tuple(processors.get(name) for name in self.names)
+        #: positions of the datetime parameters (memoised per flush)
+        self.instants = frozenset(
+            n for n, name in enumerate(self.names)
+            if isinstance(compiled.binds[name].type, UTCDateTime)
+        )  # fmt: skip
+        head, values, tail = _split_values(self.sql)
+        self._head, self._values, self._tail = head, values, tail
+
+    def rows(self, params: list[dict[str, Any]], memo: dict[Any, Any]) -> list[tuple[Any, ...]]:
+        """Each parameter dict as a tuple of bound values, in the SQL's order."""
+        steps = [
+            (name, processor, n in self.instants)
+            for n, (name, processor) in enumerate(zip(self.names, self.processors, strict=True))
+        ]
+        out = []
+        for values in params:
+            row = []
+            for name, processor, instant in steps:
+                value = values[name]
+                if processor is not None:  # on None too, as SQLAlchemy (JSON: 'null')
+                    if instant:
+                        bound = memo.get(value, _MISSING)
+                        if bound is _MISSING:
+                            bound = memo[value] = processor(value)
+                        value = bound
+                    else:
+                        value = processor(value)
+                row.append(value)
+            out.append(tuple(row))
+        return out
+
+    def many(self, count: int) -> str:
+        """The INSERT with `count` rows of VALUES."""
+        return self._head + ", ".join([self._values] * count) + self._tail
+
+
+_MISSING = object()
+_PLANS: dict[tuple[int, tuple[str, ...], str], _Plan] = {}
+
+
+def _plan(statement: Any, keys: tuple[str, ...], dialect: Dialect) -> _Plan:
+    """The statement's `_Plan` for these parameter names (built once per process)."""
+    key = (id(statement), keys, dialect.name)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _Plan(statement, keys, dialect)
+    return plan
+
+
+def _split_values(sql: str) -> tuple[str, str, str]:
+    """An INSERT's SQL cut around its one row of VALUES (head, `(?, …)`, tail); an
+    UPDATE's comes back as (sql, "", "")."""
+    marker = " VALUES ("
+    at = sql.find(marker)
+    if not sql.startswith("INSERT") or at < 0:
+        return sql, "", ""
+    end = sql.index(")", at + len(marker))
+    return sql[: at + len(" VALUES ")], sql[at + len(" VALUES ") : end + 1], sql[end + 1 :]
 
 
 def buffer_of(session: AsyncSession) -> WriteBuffer | None:

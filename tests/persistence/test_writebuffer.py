@@ -79,3 +79,44 @@ async def test_a_refused_queued_row_fails_the_flush_not_the_next_statement(
             await uow.commit()
     async with uow_factory(readonly=True) as uow:
         assert await uow.events.count(record.id) == 0
+
+
+async def test_buffered_rows_are_stored_exactly_as_unbuffered_ones(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    """The flush binds the queued rows itself (`writebuffer._Plan`: SQLAlchemy's own bind
+    processors, a batch's repeated instants bound once): every column of every row is
+    stored as the statement-per-row path stores it, NULLs and JSON included."""
+    from sqlalchemy import text
+
+    records = await _stored(uow_factory, 4)
+    async with uow_factory() as uow:
+        if not uow.buffer_writes():
+            pytest.skip("the write buffer is SQLite's (PostgreSQL: unchanged path)")
+        for record in records[:2]:  # buffered: one UPDATE and one INSERT for both
+            await uow.events.append(new_event(record.id, 1), at(1), defer=True)
+            await uow.processes.update(replace(record, seq=1, state="s1"), expected_seq=0)
+        await uow.commit()
+    async with uow_factory() as uow:  # unbuffered: a statement per row
+        for record in records[2:]:
+            await uow.events.append(new_event(record.id, 1), at(1))
+            await uow.processes.update(replace(record, seq=1, state="s1"), expected_seq=0)
+        await uow.commit()
+    async with uow_factory(readonly=True) as uow:
+
+        async def raw(table: str, key: str, ids: list[str]) -> list[tuple[Any, ...]]:
+            rows = await uow.session.execute(
+                text(f"SELECT * FROM {table} WHERE {key} IN ({', '.join(map(repr, ids))})")
+            )
+            return [tuple(v for k, v in r._mapping.items() if k not in _PER_ROW) for r in rows]
+
+        ids = [r.id for r in records]
+        events = await raw("events", "process_id", ids)
+        processes = await raw("processes", "id", ids)
+    assert len(events) == len(processes) == 4
+    assert len(set(events)) == 1 and len(set(processes)) == 1, (events, processes)
+
+
+#: Columns whose values differ from row to row by construction (ids, hashes, nonces).
+_PER_ROW = {"id", "process_id", "identity", "nonce", "envelope", "hash", "signature",
+            "entry_token_hash", "head_hash"}  # fmt: skip
