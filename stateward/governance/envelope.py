@@ -289,9 +289,10 @@ class Envelope:
         """sha256 hex of the canonical bytes: same envelope, same identity (idempotency)."""
         return sha256_hex(self._canonical)
 
-    @property
+    @cached_property
     def timestamp(self) -> datetime:
-        """`ts` as an aware UTC datetime."""
+        """`ts` as an aware UTC datetime (parsed once: the clock check and the event row
+        both read it)."""
         return parse_ts(self.ts)
 
 

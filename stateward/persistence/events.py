@@ -51,7 +51,8 @@ class EventRepository(Repository):
         Raises `SeqConflict`, `NonceConflict` or `DuplicateEvent` when a unique constraint
         says another event got there first; the transaction must then be rolled back.
         """
-        stored = replace(event, recorded_at=recorded_at or event.recorded_at or event.ts)
+        at = recorded_at or event.recorded_at or event.ts
+        stored = event if event.recorded_at == at else replace(event, recorded_at=at)
         values = {c: getattr(stored, c) for c in _COLUMNS}
         buffer = buffer_of(self.session) if defer else None
         if buffer is not None:

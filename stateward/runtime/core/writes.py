@@ -92,8 +92,11 @@ def assignment_id(identity: str) -> str:
     return str(uuid.uuid5(ASSIGNMENT_NAMESPACE, f"stateward:assignment:{identity}"))
 
 
-def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> ProcessRecord:
-    """The process row after `outcome` (a new row for a `$start` or a new registry)."""
+def next_process(
+    ctx: ActContext, outcome: Outcome, event_ts: datetime, head_hash: str | None = None
+) -> ProcessRecord:
+    """The process row after `outcome` (a new row for a `$start` or a new registry);
+    `head_hash`: its new head (the event's hash), else the old row's."""
     old = ctx.process
     seq = 1 if old is None else old.seq + 1
     changed = outcome.state_changed and not ctx.keep_entry
@@ -113,6 +116,8 @@ def next_process(ctx: ActContext, outcome: Outcome, event_ts: datetime) -> Proce
         else 0,
         "automation_at": _automation_at(ctx, outcome),
     }
+    if head_hash is not None:
+        values["head_hash"] = head_hash
     if sla is not None:
         values.update(
             sla_warn_at=_dt(sla.warn_at),
@@ -165,7 +170,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
     prev = ctx.process.head_hash if ctx.process and ctx.process.head_hash else GENESIS_PREV
     canonical = envelope.canonical()
     digest = event_hash(prev, canonical, ctx.signed.signature)
-    record = replace(next_process(ctx, outcome, event_ts), head_hash=digest)
+    record = next_process(ctx, outcome, event_ts, head_hash=digest)
     if ctx.process is None:
         await uow.processes.add(record)
     else:
@@ -186,6 +191,7 @@ async def write_event(ctx: ActContext, outcome: Outcome) -> Written:
             signature=ctx.signed.signature,
             hash=digest,
             prev_hash=prev,
+            recorded_at=ctx.now,
         ),
         recorded_at=ctx.now,
         defer=not ctx.after_event,  # those read the row's id at once
