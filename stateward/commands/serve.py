@@ -34,6 +34,7 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from stateward.app import create_app
+from stateward.http.http_protocol import CoalescingHttpToolsProtocol
 from stateward.http.ws_protocol import FrameWriterProtocol
 from stateward.observe import metrics, tracing
 from stateward.observe.logs import configure_logging
@@ -177,6 +178,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "lifespan": "on",
         "log_level": "warning",
         "log_config": None,  # uvicorn logs through our root handler (JSON when asked)
+        # httptools, writing a response's head and body with one write (`http_protocol`)
+        "http": CoalescingHttpToolsProtocol,
         # websockets-sansio, plus a synchronous frame writer for the fan-out
         "ws": FrameWriterProtocol,
         "ws_max_size": settings.max_body_bytes,
