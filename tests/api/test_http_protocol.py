@@ -118,7 +118,7 @@ async def test_one_write_per_answer_and_the_same_bytes(port: int) -> None:
     assert got.startswith(b"HTTP/1.1 200 OK\r\n")
     assert b"content-length: %d\r\n" % len(body) in got
     assert got.endswith(b"\r\n\r\n" + body)
-    assert WRITES == [got]  # head and body in one write
+    assert [got] == WRITES  # head and body in one write
 
 
 async def test_keep_alive_and_pipelined_requests(port: int) -> None:
@@ -147,9 +147,7 @@ async def test_no_content_and_connection_close(port: int) -> None:
 
 
 async def test_streamed_answer_is_chunked_in_order(port: int) -> None:
-    got = await exchange(
-        port, b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", until=b"0\r\n\r\n"
-    )
+    got = await exchange(port, b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", until=b"0\r\n\r\n")
     assert b"transfer-encoding: chunked\r\n" in got
     assert got.endswith(b"4\r\none,\r\n4\r\ntwo,\r\n5\r\nthree\r\n0\r\n\r\n")
 
