@@ -115,7 +115,7 @@ def _overdue(grace: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when startup fails."""
-    configure_logging()
+    configure_logging(batched=True)
     settings = settings_from_args(args)
     if settings.workers != 1:
         from stateward.commands.workers import supervise
@@ -178,6 +178,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "lifespan": "on",
         "log_level": "warning",
         "log_config": None,  # uvicorn logs through our root handler (JSON when asked)
+        "access_log": False,  # each GraphQL operation has its own line (observe.graphql)
         # httptools, writing a response's head and body with one write (`http_protocol`)
         "http": CoalescingHttpToolsProtocol,
         # websockets-sansio, plus a synchronous frame writer for the fan-out

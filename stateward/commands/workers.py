@@ -214,7 +214,7 @@ def worker_main(
     from stateward.observe import tracing
     from stateward.observe.logs import configure_logging
 
-    configure_logging()
+    configure_logging(batched=True)
     tracing.configure_from_env()
 
     def on_ready(url: str) -> None:

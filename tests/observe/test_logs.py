@@ -70,3 +70,55 @@ def test_alembic_info_goes_to_debug_level(stream: io.StringIO) -> None:
     configure_logging("text", level="DEBUG", stream=stream)
     logging.getLogger("alembic.runtime.migration").info("Context impl SQLiteImpl.")
     assert stream.getvalue().endswith("DEBUG alembic.runtime.migration: Context impl SQLiteImpl.\n")
+
+
+class CountingStream(io.StringIO):
+    """A StringIO counting its writes (the system calls of a real stream)."""
+
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+async def test_a_servers_loop_lines_are_written_once_per_iteration() -> None:
+    import asyncio
+    import threading
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    out = CountingStream()
+    try:
+        configure_logging("json", stream=out, batched=True)
+        log = logging.getLogger("stateward.graphql")
+        for n in range(3):
+            log.info("request %d", n)
+        assert out.getvalue() == ""  # waiting for the end of this loop iteration
+        await asyncio.sleep(0)
+        assert [line["message"] for line in lines(out)] == [f"request {n}" for n in range(3)]
+        assert out.writes == 1
+        # Another thread's line is written at once, behind the loop's waiting lines.
+        log.info("loop line")
+        worker = threading.Thread(target=lambda: log.warning("thread line"))
+        worker.start()
+        worker.join()
+        assert [line["message"] for line in lines(out)][-2:] == ["loop line", "thread line"]
+        # flush() (logging.shutdown at exit) writes what waits.
+        log.info("last words")
+        logging.getLogger().handlers[-1].flush()
+        assert lines(out)[-1]["message"] == "last words"
+        await asyncio.sleep(0)
+        assert [line["message"] for line in lines(out)].count("last words") == 1
+    finally:
+        for handler in [h for h in root.handlers if h.get_name() == "stateward"]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+        assert [h for h in root.handlers if h not in handlers] == []
+
+
+def test_serve_leaves_the_access_log_to_the_graphql_line() -> None:
+    from stateward.commands.serve import uvicorn_options
+    from stateward.settings import Settings
+
+    assert uvicorn_options(Settings())["access_log"] is False
