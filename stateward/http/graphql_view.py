@@ -99,9 +99,24 @@ def _quality(params: list[str]) -> float:
 def response_media_type(accept: str | None) -> str:
     """`application/graphql-response+json` when the `Accept` header asks for it at least as
     much as for `application/json` (GraphQL over HTTP, "Accept"), else `application/json`
-    (no header, `*/*`, or a legacy client)."""
+    (no header, `*/*`, or a legacy client). Asked three times per request: the answers
+    for the last few distinct headers are kept."""
+    key = accept or ""
+    known = _MEDIA_TYPES.get(key)
+    if known is None:
+        known = _media_type(key)
+        if len(_MEDIA_TYPES) >= 64:
+            _MEDIA_TYPES.clear()
+        _MEDIA_TYPES[key] = known
+    return known
+
+
+_MEDIA_TYPES: dict[str, str] = {}
+
+
+def _media_type(accept: str) -> str:
     best: dict[str, float] = {}
-    for part in (accept or "").split(","):
+    for part in accept.split(","):
         media, *params = part.split(";")
         media = media.strip().lower()
         best[media] = max(best.get(media, 0.0), _quality(params))

@@ -6,8 +6,8 @@ actor; `current()` reads them together with the active trace and span ids.
 
 from __future__ import annotations
 
+import random
 import re
-import uuid
 from contextvars import ContextVar
 from typing import Any
 
@@ -22,10 +22,11 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 def new_request_id(offered: str | None = None) -> str:
-    """The caller's request id when it is safe to log, else a fresh random one."""
+    """The caller's request id when it is safe to log, else a fresh random one (32 hex
+    digits; an id to correlate lines, not a secret: no system call for it)."""
     if offered and _SAFE_ID.match(offered):
         return offered
-    return uuid.uuid4().hex
+    return f"{random.getrandbits(128):032x}"
 
 
 def trace_ids() -> tuple[str | None, str | None]:

@@ -53,15 +53,17 @@ class RequestIdMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        offered = dict(scope.get("headers") or []).get(HEADER)
+        offered = None
+        for name, value in scope.get("headers") or ():
+            if name == HEADER:
+                offered = value  # the last one, as a dict of the headers kept
         rid = context.new_request_id(offered.decode("latin-1") if offered else None)
         token = context.request_id.set(rid)
+        header = (HEADER, rid.encode("latin-1"))
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers") or [])
-                headers.append((HEADER, rid.encode("latin-1")))
-                message = {**message, "headers": headers}
+                message = {**message, "headers": [*(message.get("headers") or ()), header]}
             await send(message)
 
         try:
