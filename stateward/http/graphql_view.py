@@ -388,15 +388,17 @@ class StatewardGraphQL(GraphQL[RequestContext, None]):
         """Every body, GET `variables` value and frame goes through the strict loader."""
         return load_request_json(data)
 
-    def encode_json(self, data: object) -> str | bytes:
-        """Response bodies with orjson (the standard library for what orjson refuses, an
-        integer past 64 bits); the same JSON as Strawberry's `json.dumps`, ≈ 4 µs less."""
-        if orjson is None:  # pragma: no cover
-            return super().encode_json(data)
-        try:
-            return orjson.dumps(data)
-        except TypeError:
-            return super().encode_json(data)
+    def encode_json(self, data: object) -> str:
+        """Answers and websocket messages with orjson: the same JSON as Strawberry's
+        `json.dumps` (non-ASCII text as UTF-8 rather than escaped), ≈ 4 µs less; what
+        orjson refuses (an integer past 64 bits) goes through Strawberry's. A `str`, as
+        Strawberry's websocket adapter sends it as a text frame."""
+        if orjson is not None:
+            try:
+                return orjson.dumps(data).decode()
+            except TypeError:
+                pass
+        return str(super().encode_json(data))
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         """Strawberry's `run`, except that over HTTP — where the results are plain
