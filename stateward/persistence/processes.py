@@ -14,6 +14,7 @@ from sqlalchemy import cast as sql_cast
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.db import dumps_json, loads_json
 from stateward.persistence.errors import LockOrderError, SeqConflict
+from stateward.persistence.jsonparts import FragmentMemo
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
 from stateward.persistence.types import JsonText
@@ -81,6 +82,8 @@ class DataCache:
         self.budget = budget
         self._entries: OrderedDict[str, tuple[str, dict[str, Any], int]] = OrderedDict()
         self._size = 0
+        #: The JSON text of large top-level values, reused when an update keeps them.
+        self.parts = FragmentMemo(budget)
         #: Locked reads that found their data here / had to read it (tests and the bench).
         self.hits = 0
         self.misses = 0
@@ -198,7 +201,11 @@ class ProcessRepository(Repository):
             del params["data"]
             size = seen[2]
         else:
-            params["data"] = text = JsonText(dumps_json(record.data))
+            if self.cache is not None and seen is not None:  # large values' text reused
+                text = self.cache.parts.dump(record.id, record.data, seen[2])
+            else:
+                text = JsonText(dumps_json(record.data))
+            params["data"] = text
             size = len(text)
         self._seen[record.id] = (record.seq, record.data, size)
         if record.head_hash is not None:

@@ -52,7 +52,7 @@ async def test_migrations_create_every_table(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
     assert tables >= EXPECTED_TABLES
-    assert await current_revision(engine) == "0016"
+    assert await current_revision(engine) == "0017"
 
 
 async def test_migrated_schema_matches_the_models(engine: AsyncEngine) -> None:
@@ -85,7 +85,7 @@ async def test_sla_and_outbox_indexes_are_partial(engine: AsyncEngine) -> None:
 async def test_init_schema_twice_changes_nothing(engine: AsyncEngine) -> None:
     await init_schema(engine)
     await init_schema(engine)
-    assert await current_revision(engine) == "0016"
+    assert await current_revision(engine) == "0017"
 
 
 async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -> None:

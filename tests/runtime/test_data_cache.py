@@ -110,6 +110,9 @@ async def test_an_action_that_mutates_data_stores_the_new_data_exactly(admin_rt,
         expected["note"] = f"é{i}\u2028"
         assert result.record.data == expected
         assert await _stored(db_url, pid) == (result.record.seq, expected)
+    # The `note` updates kept `items` (the same list object): its text was reused
+    # (`jsonparts.FragmentMemo`), and the stored data above is still exact.
+    assert admin_rt.uow.data_cache.parts.reused >= 3
     async with admin_rt.uow(readonly=True) as uow:
         assert (await uow.processes.get(pid)).data == expected  # type: ignore[union-attr]
     assert (await verify(admin_rt, pid)).valid
