@@ -42,6 +42,22 @@ def _outcome(errors: Any) -> str:
     return str(code) if code else "error"
 
 
+def _log_line(kind: str, name: str | None, outcome: str, seconds: float) -> None:
+    """The operation's line (`graphql mutation startInstance: ok in 3.1 ms`), made as
+    `log.info` makes it but without looking up the caller's frame (the record names this
+    function): it is logged once per request (issue 18 `req18`)."""
+    message = f"graphql {kind} {name or '(anonymous)'}: {outcome} in {seconds * 1e3:.1f} ms"
+    extra = {"operation": name} if name else None
+    log.handle(
+        log.makeRecord(
+            log.name, logging.INFO, __file__, _LINE, message, (), None, "_log_line", extra
+        )
+    )
+
+
+_LINE = _log_line.__code__.co_firstlineno
+
+
 class Telemetry(SchemaExtension):
     """Metrics, spans, log facts and error extensions per operation (module docstring)."""
 
@@ -69,14 +85,8 @@ class Telemetry(SchemaExtension):
             metrics.record_graphql(kind, name, outcome, seconds)
             if errors:
                 self._annotate(errors)
-            log.info(
-                "graphql %s %s: %s in %.1f ms",
-                kind,
-                name or "(anonymous)",
-                outcome,
-                seconds * 1e3,
-                extra={"operation": name} if name else None,
-            )
+            if log.isEnabledFor(logging.INFO):
+                _log_line(kind, name, outcome, seconds)
             if self._span is not None:
                 if self._span.is_recording():
                     if name:  # known once the document is parsed
