@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
+import signal
 import struct
 import sys
 from collections.abc import Sequence
@@ -189,5 +191,14 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
         flush()
 
 
+def main() -> None:
+    """The helper process's entry: Ctrl-C in a terminal reaches the whole process group;
+    the server shuts down and closes our stdin, so the interrupt is left to it (no
+    traceback here), and a parent gone mid-answer ends the loop quietly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(BrokenPipeError):
+        serve()
+
+
 if __name__ == "__main__":  # pragma: no cover - run as the helper process
-    serve()
+    main()

@@ -98,3 +98,20 @@ def test_the_worker_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, value: st
 
     monkeypatch.setenv(ENV, value)
     assert not worker_enabled()
+
+
+async def test_an_interrupt_of_the_process_group_leaves_the_worker_to_the_server() -> None:
+    """Ctrl-C reaches every process of the terminal's group: the worker ignores it (the
+    server shuts down and closes its stdin) instead of dying with a traceback."""
+    import os
+    import signal
+
+    worker = SignatureWorker()
+    try:
+        assert await worker.check(_cases()[:1]) == [True]
+        assert worker.transport is not None
+        os.kill(worker.transport.get_pid(), signal.SIGINT)
+        await asyncio.sleep(0.2)
+        assert await worker.check(_cases()[:1]) == [True] and worker.failed is None
+    finally:
+        worker.close()
