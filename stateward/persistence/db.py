@@ -33,6 +33,8 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA_LOCK_KEY = 0x5354_4157_0001
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "sqlite_begin"
+#: Pooled connection `info` flag: its transaction was committed on the driver's thread.
+SKIP_DRIVER_COMMIT = "stateward.driver_committed"
 SQLITE_SYNCHRONOUS = ("normal", "full")
 
 
@@ -102,7 +104,10 @@ def loads_json(text: str | bytes) -> Any:
 
 
 def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
-    """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection."""
+    """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection, and
+    the dialect's COMMIT that skips a transaction already committed on the driver's
+    thread (`skip_driver_commit`)."""
+    skip_driver_commit(engine)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -118,6 +123,35 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(BEGIN_OPTION, "IMMEDIATE")
         conn.exec_driver_sql("BEGIN" if mode == "DEFERRED" else f"BEGIN {mode}")
+
+
+def skip_driver_commit(engine: AsyncEngine) -> None:
+    """Let a COMMIT done on the driver's own thread (`persistence/tail.py`) close
+    SQLAlchemy's transaction without another round trip: while the pooled connection's
+    `info` holds `SKIP_DRIVER_COMMIT`, the dialect's `do_commit` sends nothing. Only the
+    tail sets it, around its `session.commit()`, after its own COMMIT returned. The
+    pool's rollback-on-return when the session lets the connection go inside that call
+    is skipped too (no transaction is open: the COMMIT went through)."""
+    dialect = engine.sync_engine.dialect
+    plain_commit, plain_rollback = dialect.do_commit, dialect.do_rollback
+
+    def committed(dbapi_connection: Any) -> bool:
+        try:  # a pooled connection; an ad-hoc one (first connect) has no `info`
+            info = dbapi_connection.info
+        except (AttributeError, NotImplementedError):
+            return False
+        return bool(info.get(SKIP_DRIVER_COMMIT))
+
+    def do_commit(dbapi_connection: Any) -> None:
+        if not committed(dbapi_connection):
+            plain_commit(dbapi_connection)
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        if not committed(dbapi_connection):
+            plain_rollback(dbapi_connection)
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -65,6 +65,28 @@ def _grow(
     return size, json.dumps([h.hex() for h in frontier]), rows
 
 
+def sqlite_step(
+    conn: Any, pending: list[StoredEvent], guess: tuple[int, str] | None
+) -> tuple[int, int, str]:
+    """The log's step on SQLite through a plain `sqlite3` connection (sync: on
+    aiosqlite's thread, inside the transaction that holds the write lock): the head
+    updated on the condition that it is still `guess` (this process's last), else read
+    and updated; then the new nodes. (old size, new size, new frontier JSON)."""
+    moved = True
+    if guess is not None:
+        size, frontier = guess
+        new_size, new_frontier, rows = _grow(size, frontier, pending)
+        cursor = conn.execute(_SQLITE_GUARDED_HEAD, (new_size, new_frontier, size, frontier))
+        moved = cursor.rowcount != 1
+    if moved:
+        head = conn.execute("SELECT size, frontier FROM log_head WHERE id = 1").fetchone()
+        size = int(head[0])
+        new_size, new_frontier, rows = _grow(size, head[1], pending)
+        conn.execute(_SQLITE_HEAD, (new_size, new_frontier))
+    conn.executemany(_SQLITE_NODES, rows)
+    return size, new_size, new_frontier
+
+
 def _as_dicts(rows: list[NodeRow]) -> list[dict[str, Any]]:
     return [{"level": lv, "idx": ix, "hash": h, "event_id": ev} for lv, ix, h, ev in rows]
 
@@ -116,31 +138,17 @@ class LogRepository(Repository):
     async def _sequence_sqlite(
         self, engine: Any, pending: list[StoredEvent]
     ) -> tuple[int, int, str]:
-        """`sequence` on SQLite: the same two statements sent straight to the driver
-        connection (aiosqlite), inside the transaction that holds the write lock (BEGIN
-        IMMEDIATE). Through the session each cost more Python than SQLite's own work, and
-        the log's step is a fixed cost of every group-commit batch. (old size, new size,
-        new frontier JSON)."""
+        """`sequence` on SQLite: the statements of `sqlite_step`, run on the driver
+        connection's thread (aiosqlite) in one round trip, inside the transaction that
+        holds the write lock (BEGIN IMMEDIATE). Through the session each statement cost
+        more Python than SQLite's own work, and the log's step is a fixed cost of every
+        group-commit batch. (old size, new size, new frontier JSON)."""
         connection = await self.session.connection()
         driver: Any = (await connection.get_raw_connection()).driver_connection
-        guess = _HEADS.get(engine)
-        moved = True
-        if guess is not None:
-            size, frontier = guess
-            new_size, new_frontier, rows = _grow(size, frontier, pending)
-            cursor = await driver.execute(
-                _SQLITE_GUARDED_HEAD, (new_size, new_frontier, size, frontier)
-            )
-            moved = cursor.rowcount != 1
-        if moved:
-            [head] = await driver.execute_fetchall(
-                "SELECT size, frontier FROM log_head WHERE id = 1"
-            )
-            size = int(head[0])
-            new_size, new_frontier, rows = _grow(size, head[1], pending)
-            await driver.execute(_SQLITE_HEAD, (new_size, new_frontier))
-        await driver.executemany(_SQLITE_NODES, rows)
-        return size, new_size, new_frontier
+        step: tuple[int, int, str] = await driver._execute(
+            sqlite_step, driver._conn, pending, _HEADS.get(engine)
+        )
+        return step
 
     async def head(self) -> tuple[int, str]:
         """(size, root hex) of the committed tree."""

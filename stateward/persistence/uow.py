@@ -12,11 +12,13 @@ Read-only work passes `readonly=True`: on SQLite it starts with a plain deferred
 instead of `BEGIN IMMEDIATE`, so readers never wait for the write lock.
 
 `commit` runs the sequencer step first (`persistence/sequencer.py`: the global lock taken
-last, the staged outbox rows appended, then COMMIT). On PostgreSQL a writing unit of work
-bounds its waits (`DbTimeouts`: `lock_timeout`, `idle_in_transaction_session_timeout`,
-`statement_timeout`, all `SET LOCAL`), so a stalled peer costs others about a second. A
-unit of work left by a transient fault (`is_transient`) or a cancellation discards its
-connection instead of returning it to the pool in an unknown state.
+last, the staged outbox rows appended, then COMMIT): on PostgreSQL in one request
+(`onetrip`), on SQLite in one round trip to the driver's thread (`tail`). On PostgreSQL
+a writing unit of work bounds its waits (`DbTimeouts`: `lock_timeout`,
+`idle_in_transaction_session_timeout`, `statement_timeout`, all `SET LOCAL`), so a
+stalled peer costs others about a second. A unit of work left by a transient fault
+(`is_transient`) or a cancellation discards its connection instead of returning it to
+the pool in an unknown state.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from stateward.persistence.search import (
 )
 from stateward.persistence.sequencer import Sequencer, sequence_and_commit
 from stateward.persistence.sweeps import SweepRepository
+from stateward.persistence.tail import sequence_and_commit_sqlite
 from stateward.persistence.workflows import ModuleRepository, WorkflowRepository
 
 log = logging.getLogger(__name__)
@@ -220,10 +223,11 @@ class UnitOfWork:
         Unique-constraint conflicts on events surface as `SeqConflict` / `NonceConflict` /
         `DuplicateEvent` (and nothing is committed)."""
         try:
-            await writebuffer.flush(self.session)
             if self.dialect == "postgresql":
+                await writebuffer.flush(self.session)
                 await sequence_and_commit_pg(self)
-            else:
+            elif not await sequence_and_commit_sqlite(self):
+                await writebuffer.flush(self.session)
                 await sequence_and_commit(self)
         except IntegrityError as error:
             await self.session.rollback()

@@ -99,6 +99,29 @@ class WriteBuffer:
         stats["updates"] += len(updates)
         stats["events"] += len(events)
 
+    def prepare(self, dialect: Dialect) -> Prepared:
+        """Take the queued rows, bound for the driver (on the event loop), to be sent by
+        `Prepared.send` on the driver's own thread (`persistence/tail.py`: the SQLite
+        commit's one round trip)."""
+        updates, self.updates = self.updates, []
+        events, self.events = self.events, []
+        memo: dict[Any, Any] = {}
+        prepared = Prepared([stored for stored, _ in events])
+        for statement, run in groupby(updates, key=itemgetter(0)):
+            params = [values for _, values in run]
+            plan = _plan(statement, tuple(params[0]), dialect)
+            prepared.updates.append((plan.sql, plan.rows(params, memo)))
+        if events:
+            values = [v for _, v in events]
+            plan = _plan(self._insert, tuple(values[0]), dialect)
+            rows = plan.rows(values, memo)
+            per = max(1, _MAX_VARIABLES // len(plan.names))
+            for start in range(0, len(rows), per):
+                chunk = rows[start : start + per]
+                flat = tuple(value for row in chunk for value in row)
+                prepared.inserts.append((plan.many(len(chunk)), flat))
+        return prepared
+
     def _insert_events(
         self, values: list[dict[str, Any]], connection: Connection, memo: dict[Any, Any]
     ) -> dict[str, int]:
@@ -116,6 +139,41 @@ class WriteBuffer:
             for identity, id_ in connection.exec_driver_sql(sql, flat).all():
                 ids[identity] = int(id_)
         return ids
+
+
+class Prepared:
+    """A buffer's rows bound for the driver: `send` them through a plain `sqlite3`
+    connection (on aiosqlite's thread), with the same checks as `WriteBuffer.flush`."""
+
+    def __init__(self, stored: list[StoredEvent]) -> None:
+        self.stored = stored
+        #: (UPDATE sql, bound rows), one executemany each, in queue order
+        self.updates: list[tuple[str, list[tuple[Any, ...]]]] = []
+        #: (multi-row INSERT … RETURNING identity, id sql, flat parameters)
+        self.inserts: list[tuple[str, tuple[Any, ...]]] = []
+
+    def send(self, conn: sqlite3.Connection) -> None:
+        """Run the statements (sync, on the driver's thread; the transaction is open)
+        and set each queued event's id. A refused row raises `BufferedWriteFailed`."""
+        try:
+            for sql, rows in self.updates:
+                matched = conn.executemany(sql, rows).rowcount
+                if matched != len(rows):
+                    raise BufferedWriteFailed(
+                        f"{len(rows) - matched} of {len(rows)} queued process updates "
+                        "found their row at another seq"
+                    )
+            ids: dict[str, int] = {}
+            for sql, flat in self.inserts:
+                for identity, id_ in conn.execute(sql, flat).fetchall():
+                    ids[identity] = int(id_)
+        except sqlite3.IntegrityError as error:
+            raise BufferedWriteFailed(f"a queued event row was refused: {error}") from error
+        for stored in self.stored:
+            object.__setattr__(stored, "id", ids[stored.identity])
+        stats["flushes"] += 1
+        stats["updates"] += sum(len(rows) for _, rows in self.updates)
+        stats["events"] += len(self.stored)
 
 
 #: Bound variables per statement: SQLite's limit since 3.32 (999 before).
@@ -211,6 +269,13 @@ def install(session: AsyncSession, buffer: WriteBuffer) -> None:
             queued.flush(state.session)
 
     event.listen(session.sync_session, "do_orm_execute", before)
+
+
+def take(session: AsyncSession) -> WriteBuffer | None:
+    """Remove the transaction's buffer (its rows are about to be sent another way: the
+    do_orm_execute hook finds nothing to flush afterwards)."""
+    buffer = session.info.pop(BUFFER_INFO, None)
+    return buffer if isinstance(buffer, WriteBuffer) else None
 
 
 async def flush(session: AsyncSession) -> None:

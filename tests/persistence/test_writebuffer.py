@@ -11,7 +11,7 @@ import pytest
 from persistence_factories import at, new_event, new_process
 from sqlalchemy import event
 
-from stateward.persistence import UnitOfWorkFactory
+from stateward.persistence import UnitOfWorkFactory, writebuffer
 from stateward.persistence.writebuffer import BufferedWriteFailed
 
 
@@ -40,6 +40,7 @@ async def test_queued_rows_go_out_together_and_before_any_other_statement(
     uow_factory: UnitOfWorkFactory,
 ) -> None:
     records = await _stored(uow_factory, 5)
+    before = dict(writebuffer.stats)
     async with uow_factory() as uow:
         if not uow.buffer_writes():
             pytest.skip("the write buffer is SQLite's (PostgreSQL: unchanged path)")
@@ -56,7 +57,11 @@ async def test_queued_rows_go_out_together_and_before_any_other_statement(
         more = await uow.events.append(new_event(records[1].id, 2), at(2), defer=True)
         await uow.commit()
     assert more.id is not None and more.id > max(s.id for s in stored)  # type: ignore[type-var]
-    assert seen.count("UPDATE processes") == 1 and seen.count("INSERT events") == 2
+    # the row queued after the SELECT goes out with the commit's tail, on the driver's
+    # thread in one round trip (`persistence/tail.py`), not through SQLAlchemy
+    assert seen.count("UPDATE processes") == 1 and seen.count("INSERT events") == 1
+    assert writebuffer.stats["flushes"] - before["flushes"] == 2
+    assert writebuffer.stats["events"] - before["events"] == 6
     async with uow_factory(readonly=True) as uow:
         assert [e.seq for e in await uow.events.for_process(records[1].id)] == [1, 2]
 

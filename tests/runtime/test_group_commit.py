@@ -105,6 +105,7 @@ async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_r
     buffer); a duplicate inside the batch is found by applying it again unbuffered."""
     from sqlalchemy import event
 
+    from stateward.persistence import tail, writebuffer
     from stateward.runtime.core.group import act_many
 
     ids = await _in_review(admin_rt, operator, 3)
@@ -115,6 +116,8 @@ async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_r
         seen.append(" ".join(statement.split()[:3]))
 
     target = admin_rt.engine.sync_engine
+    flushes, updates = writebuffer.stats["flushes"], writebuffer.stats["updates"]
+    inserted, tails = writebuffer.stats["events"], tail.stats["tails"]
     event.listen(target, "before_cursor_execute", record)
     try:
         results = await act_many(admin_rt, items)
@@ -131,9 +134,14 @@ async def test_a_batch_sends_its_process_updates_and_event_rows_together(admin_r
     assert answered == [(i, stored[i].type, stored[i].payload) for i, _, _ in answered]
     committer = committer_of(admin_rt)
     if admin_rt.engine.dialect.name == "sqlite":
-        assert seen.count("UPDATE processes SET") == 1
-        assert seen.count("INSERT INTO events") == 1
-        assert seen.count("INSERT INTO outbox") == 1
+        # the same statements (one UPDATE executemany, one INSERT of events, one of
+        # outbox rows), sent together with the log step and COMMIT in the commit's one
+        # round trip to the driver's thread (`persistence/tail.py`), not through SQLAlchemy
+        assert writebuffer.stats["flushes"] == flushes + 1
+        assert writebuffer.stats["updates"] == updates + 20
+        assert writebuffer.stats["events"] == inserted + 20
+        assert tail.stats["tails"] == tails + 1
+        assert not {"UPDATE processes SET", "INSERT INTO events", "INSERT INTO outbox"} & set(seen)
     unbuffered = committer.unbuffered
     again = sign_as(admin_rt, operator, ids[0], "note", PATH, {"again": 1})
     fresh = sign_as(admin_rt, operator, ids[1], "note", PATH, {"fresh": 1})
@@ -167,4 +175,77 @@ async def test_a_forged_signature_in_a_worker_checked_batch_is_refused_alone(adm
     async with admin_rt.uow(readonly=True) as uow:
         notes = [(await uow.processes.get(p)).data.get("notes") for p in ids]  # type: ignore[union-attr]
     assert sum(notes) == 19  # every note of the batch but the forged one
+    assert (await verify(admin_rt)).valid
+
+
+async def _batch_as_stored(rt, items, hops):  # type: ignore[no-untyped-def]
+    """`act_many(items)`, each answer next to what the database holds for it: (event id,
+    stored event id, log index, outbox rows answered, outbox rows stored); `hops` keeps
+    only the driver calls made until every answer was given."""
+    from stateward.runtime.core.group import act_many
+
+    hops.clear()
+    results = await act_many(rt, items)
+    made = list(hops)
+    assert all(not isinstance(r, BaseException) for r in results)
+    rows = []
+    async with rt.uow(readonly=True) as uow:
+        first = min(m.id for r in results for m in r.outbox)
+        stored = {m.id: m for m in await uow.outbox.events_after(first - 1, limit=1000)}
+        for r in results:
+            [event] = [
+                e for e in await uow.events.for_process(r.event.process_id) if e.seq == r.event.seq
+            ]
+            leaf = await uow.log.leaf_of(event.process_id, event.seq)
+            assert leaf is not None
+            answered = [(m.id, m.type, m.payload) for m in r.outbox]
+            kept = [(i, stored[i].type, stored[i].payload) for i, _, _ in answered]
+            rows.append((r.event.id, event.id, leaf[0], answered, kept))
+    hops[:] = made
+    return rows
+
+
+async def test_a_batch_ends_in_one_round_trip_to_the_driver(admin_rt, operator, monkeypatch):
+    """SQLite: the batch's tail (buffered rows, outbox rows, log step, COMMIT) is ONE call
+    on aiosqlite's thread, with nothing sent after it; what is stored and answered is
+    what the multi-trip path stores and answers (ids, outbox cursors, log leaves)."""
+    if admin_rt.engine.dialect.name != "sqlite":
+        pytest.skip("the one-hop tail is SQLite's (PostgreSQL: `onetrip`)")
+    import aiosqlite
+
+    from stateward.persistence import uow as uow_module
+
+    ids = await _in_review(admin_rt, operator, 4)
+    hops: list[str] = []
+    plain = aiosqlite.Connection._execute
+
+    async def counted(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await plain(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    items = [sign_as(admin_rt, operator, ids[i % 4], "note", PATH, {"i": i}) for i in range(40)]
+    one = await _batch_as_stored(admin_rt, items, hops)
+    # the tail is the last driver call before the answers: no COMMIT, no rollback on
+    # return to the pool, no statement after it
+    assert hops.count("_run") == 1 and hops[-1] == "_run", hops
+    assert "commit" not in hops and "rollback" not in hops and "executemany" not in hops
+
+    async def multi_trip(uow):  # type: ignore[no-untyped-def]
+        return False  # the path a unit of work with pending ORM objects takes
+
+    monkeypatch.setattr(uow_module, "sequence_and_commit_sqlite", multi_trip)
+    hops.clear()
+    items = [sign_as(admin_rt, operator, ids[i % 4], "note", PATH, {"j": i}) for i in range(40)]
+    other = await _batch_as_stored(admin_rt, items, hops)
+    assert "_run" not in hops and "commit" in hops
+    for rows in (one, other):
+        assert all(answered == stored for _, _, _, answered, stored in rows)
+        assert all(event_id == stored_id is not None for event_id, stored_id, *_ in rows)
+        indexes = [index for _, _, index, _, _ in rows]
+        assert indexes == list(range(indexes[0], indexes[0] + 40))
+        cursors = [m for *_, answered, _ in rows for m, _, _ in answered]
+        assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
+    assert other[0][2] == one[-1][2] + 1  # the log goes on gap-free across both paths
+    assert [len(a) for *_, a, _ in one] == [len(a) for *_, a, _ in other]
     assert (await verify(admin_rt)).valid
