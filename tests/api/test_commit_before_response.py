@@ -37,12 +37,13 @@ async def _seq(api: Api, pid: str) -> int:
 
 
 def _gate(monkeypatch: pytest.MonkeyPatch, step: Any) -> None:
-    """Run `step(original, uow)` in place of the commit step of every unit of work."""
-    for name in ("sequence_and_commit", "sequence_and_commit_pg"):
+    """Run `step(original, uow)` in place of the commit step of every unit of work
+    (SQLite's one-round-trip tail, its multi-trip path, PostgreSQL's one request)."""
+    for name in ("sequence_and_commit", "sequence_and_commit_pg", "sequence_and_commit_sqlite"):
         original = getattr(uow_module, name)
 
-        async def gated(uow: Any, original: Any = original) -> None:
-            await step(original, uow)
+        async def gated(uow: Any, original: Any = original) -> Any:
+            return await step(original, uow)
 
         monkeypatch.setattr(uow_module, name, gated)
 
@@ -52,11 +53,11 @@ async def test_the_answer_waits_for_the_commit(api: Api, monkeypatch: pytest.Mon
     before = await _seq(api, pid)
     entered, release = asyncio.Event(), asyncio.Event()
 
-    async def held(original: Any, uow: Any) -> None:
+    async def held(original: Any, uow: Any) -> Any:
         if uow.sequencer.events:  # a writing transaction of an event
             entered.set()
             await release.wait()
-        await original(uow)
+        return await original(uow)
 
     _gate(monkeypatch, held)
     call = asyncio.create_task(api.ok(PERFORM, {"i": pid, "a": "note", "in": {"text": "x"}}))
@@ -77,10 +78,10 @@ async def test_a_commit_that_fails_answers_an_error_and_stores_nothing(
     pid = await _instance(api)
     before = await _seq(api, pid)
 
-    async def crashes(original: Any, uow: Any) -> None:
+    async def crashes(original: Any, uow: Any) -> Any:
         if uow.sequencer.events:
             raise RuntimeError("injected: the database went away before COMMIT")
-        await original(uow)
+        return await original(uow)
 
     _gate(monkeypatch, crashes)
     body = await api.gql(PERFORM, {"i": pid, "a": "note", "in": {"text": "lost"}})

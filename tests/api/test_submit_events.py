@@ -137,14 +137,14 @@ async def test_no_answer_leaves_before_the_batch_committed(
     ids = await _started(api, 3)
     items = [_signed(api, i, "submit", {"fields": {"amount": n}}) for n, i in enumerate(ids)]
     entered, release = asyncio.Event(), asyncio.Event()
-    for name in ("sequence_and_commit", "sequence_and_commit_pg"):
+    for name in ("sequence_and_commit", "sequence_and_commit_pg", "sequence_and_commit_sqlite"):
         original = getattr(uow_module, name)
 
-        async def held(uow: Any, original: Any = original) -> None:
+        async def held(uow: Any, original: Any = original) -> Any:
             if uow.sequencer.events:
                 entered.set()
                 await release.wait()
-            await original(uow)
+            return await original(uow)
 
         monkeypatch.setattr(uow_module, name, held)
     published: list[dict[str, Any]] = []
