@@ -198,11 +198,7 @@ async def authenticate(runtime: Runtime, token: str) -> Viewer | None:
             record = await uow.tokens.get(token_hash(token))
             if record is None or not record.valid_at(now):
                 return None
-            status = await uow.keys.status(record.actor)
-            if status is not None and status.status in ("revoked", "rotated"):
-                return None
-            grants = await uow.grants.of_actor(record.actor)
-        return Viewer(record.actor, tuple(grants), record.label, record.expires_at)
+            return await _viewer_of(uow, record.actor, record.label, record.expires_at)
 
     return await read_retrying(read, what="token check")
 
@@ -216,11 +212,7 @@ async def refresh_viewer(runtime: Runtime, viewer: Viewer) -> Viewer | None:
 
     async def read() -> Viewer | None:
         async with runtime.uow(readonly=True) as uow:
-            status = await uow.keys.status(viewer.actor)
-            if status is not None and status.status in ("revoked", "rotated"):
-                return None
-            grants = await uow.grants.of_actor(viewer.actor)
-        return Viewer(viewer.actor, tuple(grants), viewer.label, viewer.expires_at)
+            return await _viewer_of(uow, viewer.actor, viewer.label, viewer.expires_at)
 
     return await read_retrying(read, what="grant refresh")
 
@@ -291,6 +283,18 @@ def shared_grant_reads(runtime: Runtime) -> SharedGrantReads:
         runtime.grant_reads = SharedGrantReads(runtime)
     reads: SharedGrantReads = runtime.grant_reads
     return reads
+
+
+async def _viewer_of(
+    uow: UnitOfWork, actor: str, label: str | None, expires_at: datetime | None
+) -> Viewer | None:
+    """`actor` as a viewer with its current grants, or None once its key is revoked or
+    rotated (the token check and the grant refresh read the same)."""
+    status = await uow.keys.status(actor)
+    if status is not None and status.status in ("revoked", "rotated"):
+        return None
+    grants = await uow.grants.of_actor(actor)
+    return Viewer(actor, tuple(grants), label, expires_at)
 
 
 async def _check_not_revoked(uow: UnitOfWork, actor: str) -> None:
