@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,14 +129,21 @@ async def open_stack(db_url: str, **settings: Any) -> tuple[Api, Any]:
     return stack, close
 
 
-@pytest.fixture
-async def api(db_url: str) -> AsyncIterator[Api]:
-    """A running stack on a fresh database (SQLite, and PostgreSQL when configured)."""
-    stack, close = await open_stack(db_url)
+@asynccontextmanager
+async def running_stack(db_url: str, **settings: Any) -> AsyncIterator[Api]:
+    """`open_stack` as a context: the stack, closed on the way out."""
+    stack, close = await open_stack(db_url, **settings)
     try:
         yield stack
     finally:
         await close()
+
+
+@pytest.fixture
+async def api(db_url: str) -> AsyncIterator[Api]:
+    """A running stack on a fresh database (SQLite, and PostgreSQL when configured)."""
+    async with running_stack(db_url) as stack:
+        yield stack
 
 
 @contextmanager

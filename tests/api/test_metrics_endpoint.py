@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from graph_stack import Api, loan, open_stack
+from graph_stack import Api, loan, running_stack
 from prometheus_client.parser import text_string_to_metric_families
 
 from stateward.observe import metrics
@@ -18,11 +18,8 @@ PERFORM = """mutation Submit($i: ID!) {
 
 @pytest.fixture
 async def metered(sqlite_db_url: str) -> AsyncIterator[Api]:
-    stack, close = await open_stack(sqlite_db_url, metrics=True)
-    try:
+    async with running_stack(sqlite_db_url, metrics=True) as stack:
         yield stack
-    finally:
-        await close()
         metrics.enable(False)
 
 

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from graph_stack import Api, open_stack
+from graph_stack import Api, running_stack
 from tenant_world import (
     ACT,
     DEPLOY,
@@ -318,11 +318,8 @@ def _automated(hook: str) -> dict:
 @pytest.fixture
 async def slow_hooks_api(db_url: str) -> AsyncIterator[Api]:
     """The stack with a hook timeout that a loaded CI box cannot miss."""
-    stack, close = await open_stack(db_url, hook_timeout_ms=20_000)
-    try:
+    async with running_stack(db_url, hook_timeout_ms=20_000) as stack:
         yield stack
-    finally:
-        await close()
 
 
 async def test_a_cross_namespace_hook_needs_a_shared_module(slow_hooks_api: Api) -> None:

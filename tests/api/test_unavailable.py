@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from graph_stack import Api, open_stack
+from graph_stack import Api, running_stack
 from sqlalchemy.engine import make_url
 from test_graph_visitor import DEPLOY, MIXED, SEE, START
 
@@ -24,11 +24,8 @@ VIEWER = "query{viewer{id}}"
 
 @pytest.fixture
 async def pg_api(postgres_db_url: str) -> AsyncIterator[Api]:
-    stack, close = await open_stack(postgres_db_url, public_rate_limit=1_000_000)
-    try:
+    async with running_stack(postgres_db_url, public_rate_limit=1_000_000) as stack:
         yield stack
-    finally:
-        await close()
 
 
 async def test_dropped_connections_are_retried_or_answered_unavailable(

@@ -18,15 +18,10 @@ from stateward.runtime.core.commands import sign_as, start_instance
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.insight.verify import verify
 from stateward.settings import Settings
+from tests.counter_workflow import counter_workflow
 
 PATH = "mig/lz4/counter"
-COUNTER = {
-    "$version": "2.0",
-    "$path": PATH,
-    "initial": "open",
-    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
-    "actions": {"tick": {"from": "open", "mutate": {"$increment": {"n": 1}}}},
-}
+COUNTER = counter_workflow(PATH)
 ITEMS = [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(800)]
 #: The column's compression method ('' = the server default, 'l' = lz4, 'p' = pglz).
 _METHOD = text(

@@ -19,20 +19,15 @@ from stateward.runtime.core.commands import sign_as, start_instance
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.insight.verify import verify
 from stateward.settings import Settings
+from tests.counter_workflow import counter_workflow
 
 PATH = "tests/cache/counter"
-COUNTER = {
-    "$version": "2.0",
-    "$path": PATH,
-    "initial": "open",
-    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
-    "actions": {
-        "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
-        "note": {"label": "Note", "from": "open", "mutate": {"$set": {"note": "input.note"}}},
-        "add": {"label": "Add", "from": "open", "mutate": {"$append": {"items": "input.item"}}},
-        "touch": {"label": "Touch", "from": "open"},
-    },
-}
+COUNTER = counter_workflow(
+    PATH,
+    note={"label": "Note", "from": "open", "mutate": {"$set": {"note": "input.note"}}},
+    add={"label": "Add", "from": "open", "mutate": {"$append": {"items": "input.item"}}},
+    touch={"label": "Touch", "from": "open"},
+)
 ITEMS = [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(200)]
 #: The data `$start` gives the instance (the engine adds the state it starts in).
 BIG = {"items": ITEMS, "state": "open"}

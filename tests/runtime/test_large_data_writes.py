@@ -27,17 +27,10 @@ from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import attest, sign_as, start_instance
 from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
+from tests.counter_workflow import counter_workflow
 
 PATH = "tests/large/counter"
-COUNTER = {
-    "$version": "2.0",
-    "$path": PATH,
-    "initial": "open",
-    "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
-    "actions": {
-        "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
-    },
-}
+COUNTER = counter_workflow(PATH)
 #: WAL frame = 24-byte header + one page (SQLite's default page size).
 FRAME = 24 + 4096
 TICKS = 12
