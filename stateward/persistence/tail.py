@@ -31,7 +31,7 @@ from stateward.persistence import writebuffer
 from stateward.persistence.db import SKIP_DRIVER_COMMIT
 from stateward.persistence.log import _HEADS, PENDING, sqlite_step
 from stateward.persistence.sequencer import _INSERT_IDS
-from stateward.persistence.writebuffer import _MAX_VARIABLES, Prepared, _plan
+from stateward.persistence.writebuffer import Prepared, _plan
 from stateward.records import StoredEvent
 
 if TYPE_CHECKING:
@@ -81,11 +81,7 @@ async def sequence_and_commit_sqlite(uow: UnitOfWork) -> bool:
     if messages:
         params = [m.params for m in messages]
         plan = _plan(_INSERT_IDS, tuple(params[0]), dialect)
-        rows = plan.rows(params, {})
-        per = max(1, _MAX_VARIABLES // len(plan.names))
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            outbox.append((plan.many(len(chunk)), tuple(v for row in chunk for v in row)))
+        outbox = plan.chunks(plan.rows(params, {}))
     engine = session.get_bind()
     ids, step = await driver._execute(
         _run, driver._conn, buffered, outbox, pending, _HEADS.get(engine)

@@ -114,12 +114,7 @@ class WriteBuffer:
         if events:
             values = [v for _, v in events]
             plan = _plan(self._insert, tuple(values[0]), dialect)
-            rows = plan.rows(values, memo)
-            per = max(1, _MAX_VARIABLES // len(plan.names))
-            for start in range(0, len(rows), per):
-                chunk = rows[start : start + per]
-                flat = tuple(value for row in chunk for value in row)
-                prepared.inserts.append((plan.many(len(chunk)), flat))
+            prepared.inserts.extend(plan.chunks(plan.rows(values, memo)))
         return prepared
 
     def _insert_events(
@@ -128,14 +123,8 @@ class WriteBuffer:
         """The event rows in multi-row INSERTs (as many rows per statement as SQLite's
         variable limit allows); {identity: id}."""
         plan = _plan(self._insert, tuple(values[0]), connection.dialect)
-        rows = plan.rows(values, memo)
-        width = len(plan.names)
-        per = max(1, _MAX_VARIABLES // width)
         ids: dict[str, int] = {}
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            sql = plan.many(len(chunk))
-            flat = tuple(value for row in chunk for value in row)
+        for sql, flat in plan.chunks(plan.rows(values, memo)):
             for identity, id_ in connection.exec_driver_sql(sql, flat).all():
                 ids[identity] = int(id_)
         return ids
@@ -226,6 +215,16 @@ class _Plan:
     def many(self, count: int) -> str:
         """The INSERT with `count` rows of VALUES."""
         return self._head + ", ".join([self._values] * count) + self._tail
+
+    def chunks(self, rows: list[tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...]]]:
+        """An INSERT's bound rows as multi-row statements, as many rows each as SQLite's
+        variable limit allows: [(sql, flat parameters)]."""
+        per = max(1, _MAX_VARIABLES // len(self.names))
+        out = []
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            out.append((self.many(len(chunk)), tuple(value for row in chunk for value in row)))
+        return out
 
 
 _MISSING = object()
