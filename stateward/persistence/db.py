@@ -82,9 +82,9 @@ def create_engine(
 def dumps_json(value: Any) -> str:
     """The text of a JSON column (orjson: instance data is written at every event, and the
     standard library took ~2 ms for 64 KB); values orjson refuses (integers past 64 bits,
-    non-string keys) go through `json.dumps`; a `JsonText` is already that text."""
+    non-string keys) go through `json.dumps`; a `JsonText` holds that text already."""
     if type(value) is JsonText:
-        return value
+        return value.text
     if orjson is None:  # pragma: no cover
         return json.dumps(value)
     try:

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from typing import Any
 
 from stateward.persistence.db import dumps_json
-from stateward.persistence.types import JsonText
 
 try:
     import orjson
@@ -49,20 +48,24 @@ class FragmentMemo:
         self.reused = 0
         self.dumped = 0
 
-    def dump(self, process_id: str, data: dict[str, Any], last_size: int) -> JsonText:
+    def dump(self, process_id: str, data: dict[str, Any], last_size: int) -> str:
         """The JSON text of `data`, the new data of `process_id` (`last_size`: the length
-        of its previous text, which decides whether parts are worth remembering)."""
+        of its previous text, which decides whether parts are worth remembering).
+
+        The text is made by ONE `str.join` of the parts and their punctuation: each
+        intermediate string (a `key:value` part, the joined body, the braces added)
+        would copy the 64 KB of a large value once more."""
         if orjson is None or last_size < LARGE or type(data) is not dict:
-            return JsonText(dumps_json(data))
+            return dumps_json(data)
         old = self._parts.get(process_id)
         known = old[0] if old is not None else {}
-        parts: list[str] = []
+        pieces: list[str] = ["{"]
         remembered: dict[str, tuple[Any, str]] = {}
         size = 0
         try:
             for key, value in data.items():
                 if type(key) is not str:
-                    return JsonText(dumps_json(data))
+                    return dumps_json(data)
                 hit = known.get(key)
                 if hit is not None and hit[0] is value:
                     text = hit[1]
@@ -73,11 +76,14 @@ class FragmentMemo:
                 if len(text) >= PART_MIN and type(value) in (dict, list):
                     remembered[key] = (value, text)
                     size += len(text)
-                parts.append(f"{orjson.dumps(key).decode()}:{text}")
+                pieces += (orjson.dumps(key).decode(), ":", text, ",")
         except TypeError:  # a value orjson refuses (an integer past 64 bits)
-            return JsonText(dumps_json(data))
+            return dumps_json(data)
         self._keep(process_id, remembered, size)
-        return JsonText("{" + ",".join(parts) + "}")
+        if len(pieces) == 1:
+            return "{}"
+        pieces[-1] = "}"  # the last comma
+        return "".join(pieces)
 
     def _keep(self, process_id: str, parts: dict[str, tuple[Any, str]], size: int) -> None:
         old = self._parts.pop(process_id, None)

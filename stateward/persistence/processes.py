@@ -202,7 +202,7 @@ class ProcessRepository(Repository):
             size = seen[2]
         else:
             if self.cache is not None and seen is not None:  # large values' text reused
-                text = self.cache.parts.dump(record.id, record.data, seen[2])
+                text = JsonText(self.cache.parts.dump(record.id, record.data, seen[2]))
             else:
                 text = JsonText(dumps_json(record.data))
             params["data"] = text

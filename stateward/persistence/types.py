@@ -18,12 +18,23 @@ from sqlalchemy.types import TypeDecorator
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
-class JsonText(str):
+class JsonText:
     """JSON text already serialized, bound to a JSON column as it is (`db.dumps_json`
-    passes it through): instance data is dumped once per write, and the text's length
-    sizes the process data cache (`persistence/processes.py`)."""
+    answers `text`): instance data is dumped once per write, and the text's length sizes
+    the process data cache (`persistence/processes.py`). A wrapper, not a `str`
+    subclass: making a subclass instance copies the text (64 KB per event on large
+    instances, docs/performance.md `data18c`)."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __repr__(self) -> str:
+        return f"JsonText({self.text[:40]!r}{'…' if len(self.text) > 40 else ''})"
 
 
 class UTCDateTime(TypeDecorator[datetime]):

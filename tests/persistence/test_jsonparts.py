@@ -10,7 +10,9 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stateward.persistence.db import dumps_json
 from stateward.persistence.jsonparts import LARGE, FragmentMemo
+from stateward.persistence.types import JsonText
 
 SCALARS = (
     st.none()
@@ -65,3 +67,13 @@ def test_small_data_values_orjson_refuses_and_a_tight_budget_take_the_plain_path
     assert json.loads(memo.dump("p", huge, LARGE)) == huge  # past 64 bits: json.dumps
     assert memo.dump("p", {"items": BIG, "n": 1}, LARGE) == _plain({"items": BIG, "n": 1})
     assert len(memo) == 0  # 15 KB of parts never fit a 1 KB budget
+
+
+def test_the_text_is_bound_as_it_is_not_copied():
+    memo = FragmentMemo()
+    memo.dump("p", {"items": BIG, "n": 1}, LARGE)
+    text = memo.dump("p", {"items": BIG, "n": 2}, LARGE)
+    assert type(text) is str and memo.dump("p", {}, LARGE) == "{}"
+    wrapped = JsonText(text)
+    assert dumps_json(wrapped) is text  # the JSON column's serializer answers the very text
+    assert len(wrapped) == len(text)
