@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
+from stateward.persistence import onehop, walcheck
 from stateward.persistence.types import JsonText
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -111,12 +112,15 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        onehop.install(dbapi_connection)  # a statement in one driver round trip
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see `_on_begin`)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # checkpoints run in the background (`walcheck`); a COMMIT does one only past this
+        cursor.execute(f"PRAGMA wal_autocheckpoint={walcheck.SAFETY_PAGES}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

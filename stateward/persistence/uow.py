@@ -32,7 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from stateward.persistence import writebuffer
+from stateward.persistence import walcheck, writebuffer
 from stateward.persistence.access import GrantRepository, KeyRepository, TokenRepository
 from stateward.persistence.analytics import VisitRepository
 from stateward.persistence.assignments import AssignmentRepository
@@ -240,6 +240,8 @@ class UnitOfWork:
             self.sequencer.reset()
         self.committed = True
         self.processes.committed()  # the rows' data as committed (`DataCache`)
+        if not self.readonly and self.dialect == "sqlite":
+            walcheck.after_commit(self.session.get_bind())  # type: ignore[arg-type]
 
     async def rollback(self) -> None:
         """Discard everything done in this unit of work."""

@@ -230,6 +230,9 @@ async def test_a_batch_ends_in_one_round_trip_to_the_driver(admin_rt, operator, 
     # return to the pool, no statement after it
     assert hops.count("_run") == 1 and hops[-1] == "_run", hops
     assert "commit" not in hops and "rollback" not in hops and "executemany" not in hops
+    # and before it, every statement (BEGIN IMMEDIATE, the batch's reads) is one call
+    # (`persistence/onehop.py`): no cursor/fetchall/close hops of SQLAlchemy's adapter
+    assert set(hops) <= {"_statement", "_statements", "_run"}, hops
 
     async def multi_trip(uow):  # type: ignore[no-untyped-def]
         return False  # the path a unit of work with pending ORM objects takes

@@ -1,0 +1,87 @@
+"""SQLite statements through SQLAlchemy in one round trip to aiosqlite's thread
+(`persistence/onehop.py`): the same rows, counts, ids and errors as SQLAlchemy's own
+adapter cursor, one driver call per statement instead of three or four."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiosqlite
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateward.persistence import create_engine, onehop
+
+
+@pytest.fixture
+async def sqlite_engine(sqlite_db_url: str) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(sqlite_db_url)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run on aiosqlite's thread, in order."""
+    made: list[str] = []
+    plain = aiosqlite.Connection._execute
+
+    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(getattr(fn, "__name__", repr(fn)))
+        return await plain(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return made
+
+
+async def test_each_statement_is_one_driver_call(
+    sqlite_engine: AsyncEngine, hops: list[str]
+) -> None:
+    async with sqlite_engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)"))
+    async with sqlite_engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))  # the pooled connection at hand
+        await conn.rollback()
+        hops.clear()
+        await conn.begin()
+        await conn.execute(text("SELECT 1"))  # BEGIN IMMEDIATE (the `begin` hook), SELECT
+        assert hops == ["_statement", "_statement"]
+        hops.clear()
+        one = await conn.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": "a"})
+        assert hops == ["_statement"] and one.rowcount == 1 and one.lastrowid == 1
+        hops.clear()
+        many = await conn.execute(text("INSERT INTO t (v) VALUES (:v)"), [{"v": "b"}, {"v": "c"}])
+        assert hops == ["_statements"] and many.rowcount == 2
+        hops.clear()
+        rows = (await conn.execute(text("SELECT id, v FROM t ORDER BY id"))).all()
+        assert hops == ["_statement"]
+        assert [tuple(r) for r in rows] == [(1, "a"), (2, "b"), (3, "c")]
+        returned = await conn.execute(text("UPDATE t SET v = v || '!' WHERE id > 1 RETURNING id"))
+        assert sorted(r[0] for r in returned) == [2, 3]
+        updated = await conn.execute(text("UPDATE t SET v = 'z' WHERE id = 1"))
+        assert updated.rowcount == 1
+        await conn.commit()
+    assert onehop.stats["statements"] > 0
+
+
+async def test_driver_errors_are_mapped_as_before(sqlite_engine: AsyncEngine) -> None:
+    async with sqlite_engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE u (v TEXT UNIQUE)"))
+        await conn.execute(text("INSERT INTO u (v) VALUES ('x')"))
+    async with sqlite_engine.connect() as conn:
+        with pytest.raises(IntegrityError):
+            await conn.execute(text("INSERT INTO u (v) VALUES ('x')"))
+        await conn.rollback()
+        with pytest.raises(OperationalError):
+            await conn.execute(text("SELECT * FROM no_such_table"))
+        with pytest.raises(IntegrityError):
+            await conn.execute(text("INSERT INTO u (v) VALUES (:v)"), [{"v": "y"}, {"v": "y"}])
+
+
+async def test_streamed_results_keep_the_server_side_cursor(sqlite_engine: AsyncEngine) -> None:
+    async with sqlite_engine.connect() as conn:
+        result = await conn.stream(text("SELECT 1 UNION ALL SELECT 2"))
+        assert [row[0] async for row in result] == [1, 2]
