@@ -48,7 +48,7 @@ BUFFER_INFO = "stateward.write_buffer"
 #: rows (nor anything keyed to an event row's id): it may run before the queued rows.
 INDEPENDENT = "stateward_independent_of_buffer"
 #: Flushes and the rows they sent (tests and the bench).
-stats = {"flushes": 0, "updates": 0, "events": 0}
+stats = {"flushes": 0, "updates": 0, "events": 0, "update_rows": 0}
 
 
 class BufferedWriteFailed(Exception):
@@ -71,14 +71,14 @@ class WriteBuffer:
 
     def flush(self, session: Session) -> None:
         """Send the queued rows (sync: inside the async session's greenlet)."""
-        updates, self.updates = self.updates, []
+        queued, self.updates = self.updates, []
+        updates = coalesced(queued)
         events, self.events = self.events, []
         connection = session.connection()
         dialect = connection.dialect
         memo: dict[Any, Any] = {}  # bound forms of the batch's repeated instants
         try:
-            # one executemany per run of the same statement, in queue order (a row's
-            # later update expects the seq its earlier one wrote)
+            # one executemany per run of the same statement, in queue order
             for statement, run in groupby(updates, key=itemgetter(0)):
                 params = [values for _, values in run]
                 plan = _plan(statement, tuple(params[0]), dialect)
@@ -96,18 +96,20 @@ class WriteBuffer:
         except IntegrityError as error:
             raise BufferedWriteFailed(f"a queued event row was refused: {error.orig}") from error
         stats["flushes"] += 1
-        stats["updates"] += len(updates)
+        stats["updates"] += len(queued)
+        stats["update_rows"] += len(updates)
         stats["events"] += len(events)
 
     def prepare(self, dialect: Dialect) -> Prepared:
         """Take the queued rows, bound for the driver (on the event loop), to be sent by
         `Prepared.send` on the driver's own thread (`persistence/tail.py`: the SQLite
         commit's one round trip)."""
-        updates, self.updates = self.updates, []
+        queued, self.updates = self.updates, []
         events, self.events = self.events, []
         memo: dict[Any, Any] = {}
         prepared = Prepared([stored for stored, _ in events])
-        for statement, run in groupby(updates, key=itemgetter(0)):
+        prepared.queued = len(queued)
+        for statement, run in groupby(coalesced(queued), key=itemgetter(0)):
             params = [values for _, values in run]
             plan = _plan(statement, tuple(params[0]), dialect)
             prepared.updates.append((plan.sql, plan.rows(params, memo)))
@@ -140,6 +142,8 @@ class Prepared:
         self.updates: list[tuple[str, list[tuple[Any, ...]]]] = []
         #: (multi-row INSERT … RETURNING identity, id sql, flat parameters)
         self.inserts: list[tuple[str, tuple[Any, ...]]] = []
+        #: process updates queued (before `coalesced`)
+        self.queued = 0
 
     def send(self, conn: sqlite3.Connection) -> None:
         """Run the statements (sync, on the driver's thread; the transaction is open)
@@ -161,8 +165,43 @@ class Prepared:
         for stored in self.stored:
             object.__setattr__(stored, "id", ids[stored.identity])
         stats["flushes"] += 1
-        stats["updates"] += sum(len(rows) for _, rows in self.updates)
+        stats["updates"] += self.queued
+        stats["update_rows"] += sum(len(rows) for _, rows in self.updates)
         stats["events"] += len(self.stored)
+
+
+def coalesced(updates: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict[str, Any]]]:
+    """The queued process updates, one per process: a batch with several events of one
+    process queued one full-row UPDATE per event, each expecting the seq the one before
+    it wrote; inside the transaction only the last one's values survive. So each chain
+    becomes ONE update: the last one's values, the first one's expected seq (the row's
+    seq before the batch, so a lost seq is still found), and the data column of the last
+    update that wrote it (a later "data kept" update kept exactly that). In the order of
+    each process's first update. A chain that is not one (an update not expecting the
+    seq the one before it wrote) leaves every update as queued, so the flush refuses
+    them exactly as before."""
+    chains: dict[Any, list[tuple[Any, dict[str, Any]]]] = {}
+    for entry in updates:
+        chain = chains.setdefault(entry[1]["_id"], [])
+        if chain and entry[1]["_expected_seq"] != chain[-1][1]["seq"]:
+            return updates
+        chain.append(entry)
+    if len(chains) == len(updates):
+        return updates
+    out: list[tuple[Any, dict[str, Any]]] = []
+    for chain in chains.values():
+        if len(chain) == 1:
+            out.append(chain[0])
+            continue
+        statement, last = chain[-1]
+        values = dict(last, _expected_seq=chain[0][1]["_expected_seq"])
+        if "data" not in values:
+            wrote = [entry for entry in chain if "data" in entry[1]]
+            if wrote:
+                statement = wrote[-1][0]
+                values["data"] = wrote[-1][1]["data"]
+        out.append((statement, values))
+    return out
 
 
 #: Bound variables per statement: SQLite's limit since 3.32 (999 before).

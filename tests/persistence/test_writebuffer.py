@@ -125,3 +125,69 @@ async def test_buffered_rows_are_stored_exactly_as_unbuffered_ones(
 #: Columns whose values differ from row to row by construction (ids, hashes, nonces).
 _PER_ROW = {"id", "process_id", "identity", "nonce", "envelope", "hash", "signature",
             "entry_token_hash", "head_hash"}  # fmt: skip
+
+
+async def test_several_updates_of_one_process_go_out_as_one_row(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    """A batch with several events of one process sends ONE row for it
+    (`writebuffer.coalesced`): the last update's values, the data of the last update
+    that wrote data (a later "data kept" update keeps it), the row's seq before the batch
+    as the expected one — stored exactly as the update-per-event path stores it."""
+    from sqlalchemy import text
+
+    records = await _stored(uow_factory, 4)
+    steps = [  # (seq, state, data or None = data kept)
+        (1, "s1", {"n": 1}), (2, "s2", {"n": 2}), (3, "s3", None), (4, "s4", None),
+    ]  # fmt: skip
+
+    async def apply(uow: Any, record: Any) -> None:
+        data = record.data
+        for seq, state, changed in steps:
+            data = changed if changed is not None else data
+            await uow.events.append(new_event(record.id, seq), at(seq), defer=True)
+            await uow.processes.update(
+                replace(record, seq=seq, state=state, data=data, last_event_at=at(seq)),
+                expected_seq=seq - 1,
+            )
+
+    before = dict(writebuffer.stats)
+    async with uow_factory() as uow:
+        if not uow.buffer_writes():
+            pytest.skip("the write buffer is SQLite's (PostgreSQL: unchanged path)")
+        for record in records[:2]:
+            await apply(uow, record)
+        await uow.commit()
+    assert writebuffer.stats["updates"] - before["updates"] == 8  # queued
+    assert writebuffer.stats["update_rows"] - before["update_rows"] == 2  # sent
+    async with uow_factory() as uow:  # unbuffered: a statement per update
+        for record in records[2:]:
+            await apply(uow, record)
+        await uow.commit()
+    async with uow_factory(readonly=True) as uow:
+        rows = await uow.session.execute(text("SELECT * FROM processes"))
+        stored = {r.id: tuple(v for k, v in r._mapping.items() if k not in _PER_ROW) for r in rows}
+        assert len({stored[r.id] for r in records}) == 1, stored
+        record = await uow.processes.get(records[0].id)
+        assert record is not None and (record.seq, record.state, record.data) == (4, "s4", {"n": 2})
+    # a stale expected seq inside a chain is not merged away: the flush refuses it
+    [fresh] = await _stored(uow_factory, 1)
+    async with uow_factory() as uow:
+        uow.buffer_writes()
+        await uow.processes.update(replace(fresh, seq=1), expected_seq=0)
+        await uow.processes.update(replace(fresh, seq=3), expected_seq=2)
+        with pytest.raises(BufferedWriteFailed):
+            await uow.commit()
+
+
+def test_coalesced_keeps_single_updates_and_order() -> None:
+    a1 = ("U", {"_id": "a", "_expected_seq": 0, "seq": 1, "data": {"x": 1}})
+    b1 = ("K", {"_id": "b", "_expected_seq": 5, "seq": 6})
+    a2 = ("K", {"_id": "a", "_expected_seq": 1, "seq": 2})
+    c1 = ("U", {"_id": "c", "_expected_seq": 0, "seq": 1, "data": {}})
+    assert writebuffer.coalesced([a1, b1, c1]) == [a1, b1, c1]
+    assert writebuffer.coalesced([a1, b1, a2, c1]) == [
+        ("U", {"_id": "a", "_expected_seq": 0, "seq": 2, "data": {"x": 1}}), b1, c1,
+    ]  # fmt: skip
+    broken = ("K", {"_id": "a", "_expected_seq": 7, "seq": 8})
+    assert writebuffer.coalesced([a1, b1, broken]) == [a1, b1, broken]
