@@ -37,6 +37,12 @@ BEGIN_OPTION = "sqlite_begin"
 #: Pooled connection `info` flag: its transaction was committed on the driver's thread.
 SKIP_DRIVER_COMMIT = "stateward.driver_committed"
 SQLITE_SYNCHRONOUS = ("normal", "full")
+#: Page cache per SQLite connection, KiB (`PRAGMA cache_size=-N`; SQLite's default is
+#: 2,000): 24 instances of 64 KB are 430 overflow pages, which SQLite's default
+#: evicted between two events of one instance, so each UPDATE read them back from the
+#: OS (≈ 50 KB per event). 16 MiB, as the process data cache (docs/performance.md,
+#: `data18c`); pages are allocated as they are read.
+SQLITE_CACHE_KIB = 16 * 1024
 
 
 def is_sqlite(url: str) -> bool:
@@ -119,6 +125,7 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         # checkpoints run in the background (`walcheck`); a COMMIT does one only past this
         cursor.execute(f"PRAGMA wal_autocheckpoint={walcheck.SAFETY_PAGES}")
         cursor.close()

@@ -12,7 +12,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import UnitOfWorkFactory, init_schema
-from stateward.persistence.db import create_engine, current_revision
+from stateward.persistence.db import SQLITE_CACHE_KIB, create_engine, current_revision
 from stateward.persistence.models import Base
 from stateward.settings import Settings
 
@@ -95,9 +95,11 @@ async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -
             mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar_one()
             fks = (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar_one()
             sync = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar_one()
+            cache = (await conn.exec_driver_sql("PRAGMA cache_size")).scalar_one()
     finally:
         await engine.dispose()
     assert (mode, fks, sync) == ("wal", 1, 1)  # synchronous NORMAL == 1
+    assert cache == -SQLITE_CACHE_KIB  # KiB, not SQLite's 2,000 (large rows' pages stay)
 
 
 async def test_sqlite_synchronous_full_is_applied_to_every_connection(sqlite_db_url: str) -> None:
