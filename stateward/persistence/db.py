@@ -133,7 +133,10 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(BEGIN_OPTION, "IMMEDIATE")
-        conn.exec_driver_sql("BEGIN" if mode == "DEFERRED" else f"BEGIN {mode}")
+        begin = "BEGIN" if mode == "DEFERRED" else f"BEGIN {mode}"
+        # sent with the transaction's first statement, in its round trip (`onehop`)
+        if not onehop.defer_begin(conn.connection.dbapi_connection, begin):
+            conn.exec_driver_sql(begin)
 
 
 def skip_driver_commit(engine: AsyncEngine) -> None:

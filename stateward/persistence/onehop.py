@@ -13,21 +13,34 @@ driver's thread (`_statement`, `_statements`) and hand back what the adapter kep
 `description`, the rows (fetched at once, as the adapter does), `rowcount`, `lastrowid`.
 Errors are the driver's own, raised from the same call and mapped by the adapter as
 before. Server-side cursors (`stream_results`) keep SQLAlchemy's.
+
+A transaction's `BEGIN` (`db._on_begin`) is not a call of its own either: `defer_begin`
+leaves it on the aiosqlite connection (`DeferredBegin`), and the transaction's first
+call on the driver's thread — a statement, the commit's tail (`tail.py`), the log's step —
+runs it first, in the same round trip (`_begun`); a BEGIN that fails fails that call.
+Nothing can run on the connection before it: every call goes through
+`DeferredBegin._execute`. A COMMIT or ROLLBACK with the BEGIN still pending (nothing was
+run: no transaction is open) sends nothing.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_cursor,
 )
 
-#: Statements run through the one-hop cursor (tests).
-stats = {"statements": 0}
+#: Statements run through the one-hop cursor, BEGINs run with the call after them (tests).
+stats = {"statements": 0, "deferred_begins": 0}
+#: `DeferredBegin.__dict__` key of the BEGIN waiting for the transaction's first call.
+_PENDING = "_stateward_begin"
 
 
 def _statement(
@@ -101,8 +114,46 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         return OneHopCursor(self)
 
 
+def _begun(conn: sqlite3.Connection, begin: str, call: Callable[[], Any]) -> Any:
+    """On the driver's thread: the transaction's BEGIN, then its first call."""
+    conn.execute(begin)
+    return call()
+
+
+class DeferredBegin(aiosqlite.Connection):
+    """aiosqlite's connection whose pending BEGIN (`defer_begin`) runs with the next call
+    on its thread (see the module)."""
+
+    async def _execute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        begin = self.__dict__.pop(_PENDING, None)
+        if begin is None:
+            return await super()._execute(fn, *args, **kwargs)
+        stats["deferred_begins"] += 1
+        return await super()._execute(_begun, self._conn, begin, partial(fn, *args, **kwargs))
+
+    async def commit(self) -> None:
+        if self.__dict__.pop(_PENDING, None) is None:  # else nothing was begun
+            await super().commit()
+
+    async def rollback(self) -> None:
+        if self.__dict__.pop(_PENDING, None) is None:
+            await super().rollback()
+
+
 def install(dbapi_connection: Any) -> None:
-    """Give SQLAlchemy's adapted aiosqlite connection the one-hop cursor (its class is
-    swapped for the subclass that only overrides `cursor`; anything else is left as is)."""
+    """Give SQLAlchemy's adapted aiosqlite connection the one-hop cursor and the deferred
+    BEGIN (each class is swapped for a subclass that only overrides those methods)."""
     if type(dbapi_connection) is AsyncAdapt_aiosqlite_connection:
         dbapi_connection.__class__ = OneHopConnection
+        if type(dbapi_connection._connection) is aiosqlite.Connection:
+            dbapi_connection._connection.__class__ = DeferredBegin
+
+
+def defer_begin(dbapi_connection: Any, begin: str) -> bool:
+    """Leave `begin` for the connection's next call on the driver's thread (see the
+    module); False when the connection cannot (then the caller sends it itself)."""
+    driver = getattr(dbapi_connection, "_connection", None)
+    if not isinstance(driver, DeferredBegin) or _PENDING in driver.__dict__:
+        return False
+    driver.__dict__[_PENDING] = begin
+    return True

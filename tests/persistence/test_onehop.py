@@ -46,9 +46,10 @@ async def test_each_statement_is_one_driver_call(
         await conn.execute(text("SELECT 1"))  # the pooled connection at hand
         await conn.rollback()
         hops.clear()
-        await conn.begin()
-        await conn.execute(text("SELECT 1"))  # BEGIN IMMEDIATE (the `begin` hook), SELECT
-        assert hops == ["_statement", "_statement"]
+        await conn.begin()  # BEGIN IMMEDIATE (the `begin` hook) waits for the statement
+        assert hops == []
+        await conn.execute(text("SELECT 1"))
+        assert hops == ["_begun"]  # BEGIN, then the SELECT in one call
         hops.clear()
         one = await conn.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": "a"})
         assert hops == ["_statement"] and one.rowcount == 1 and one.lastrowid == 1
@@ -85,3 +86,33 @@ async def test_streamed_results_keep_the_server_side_cursor(sqlite_engine: Async
     async with sqlite_engine.connect() as conn:
         result = await conn.stream(text("SELECT 1 UNION ALL SELECT 2"))
         assert [row[0] async for row in result] == [1, 2]
+
+
+async def test_a_deferred_begin_takes_the_write_lock_with_the_first_statement(
+    sqlite_engine: AsyncEngine, hops: list[str]
+) -> None:
+    """`BEGIN IMMEDIATE` runs on the driver's thread right before the transaction's
+    first statement (`onehop.defer_begin`): that statement already runs inside it, with
+    the write lock held; a transaction that ran nothing sends no COMMIT or ROLLBACK."""
+    import sqlite3
+
+    path = sqlite_engine.url.database
+    assert path is not None
+    before = onehop.stats["deferred_begins"]
+    async with sqlite_engine.connect() as conn:
+        await conn.begin()
+        await conn.execute(text("SELECT 1"))
+        other = sqlite3.connect(path, timeout=0)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        finally:
+            other.close()
+        await conn.rollback()
+        hops.clear()
+        await conn.begin()
+        await conn.commit()
+        await conn.begin()
+        await conn.rollback()
+        assert hops == []  # nothing begun, nothing to end
+    assert onehop.stats["deferred_begins"] == before + 1
