@@ -51,11 +51,18 @@ def is_sqlite(url: str) -> bool:
 
 
 def create_engine(
-    url: str, *, echo: bool = False, sqlite_synchronous: str = "normal", **kwargs: Any
+    url: str,
+    *,
+    echo: bool = False,
+    sqlite_synchronous: str = "normal",
+    sqlite_one_hop: bool = True,
+    **kwargs: Any,
 ) -> AsyncEngine:
     """An async engine for `url` (sqlite+aiosqlite:// or postgresql+asyncpg://), tuned.
 
-    `sqlite_synchronous` is SQLite's `PRAGMA synchronous`: "normal" or "full". Extra
+    `sqlite_synchronous` is SQLite's `PRAGMA synchronous`: "normal" or "full".
+    `sqlite_one_hop=False` keeps SQLAlchemy's own aiosqlite cursor and BEGIN (`onehop`
+    off: the benches' bare baseline, a plain application on the same libraries). Extra
     keyword arguments go to SQLAlchemy's `create_async_engine` (e.g. `pool_size`).
     """
     if sqlite_synchronous not in SQLITE_SYNCHRONOUS:
@@ -70,7 +77,7 @@ def create_engine(
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = _create_async_engine(parsed, echo=echo, **kwargs)
-        _tune_sqlite(engine, sqlite_synchronous.upper())
+        _tune_sqlite(engine, sqlite_synchronous.upper(), one_hop=sqlite_one_hop)
         return engine
     if backend == "postgresql":
         if parsed.drivername != "postgresql+asyncpg":
@@ -110,15 +117,16 @@ def loads_json(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
-    """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection, and
-    the dialect's COMMIT that skips a transaction already committed on the driver's
-    thread (`skip_driver_commit`)."""
+def _tune_sqlite(engine: AsyncEngine, synchronous: str, *, one_hop: bool = True) -> None:
+    """Install the PRAGMAs and the explicit BEGIN on every new SQLite connection (and,
+    with `one_hop`, the one-round-trip cursor), and the dialect's COMMIT that skips a
+    transaction already committed on the driver's thread (`skip_driver_commit`)."""
     skip_driver_commit(engine)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        onehop.install(dbapi_connection)  # a statement in one driver round trip
+        if one_hop:
+            onehop.install(dbapi_connection)  # a statement in one driver round trip
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see `_on_begin`)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")

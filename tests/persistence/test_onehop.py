@@ -116,3 +116,29 @@ async def test_a_deferred_begin_takes_the_write_lock_with_the_first_statement(
         await conn.rollback()
         assert hops == []  # nothing begun, nothing to end
     assert onehop.stats["deferred_begins"] == before + 1
+
+
+async def test_the_stock_driver_path_stays_available(sqlite_db_url: str, hops: list[str]) -> None:
+    """`create_engine(..., sqlite_one_hop=False)` (the benches' bare baseline) keeps
+    SQLAlchemy's own cursor — several driver calls per statement — and sends its
+    `BEGIN IMMEDIATE` at once, with the same PRAGMAs."""
+    eng = create_engine(sqlite_db_url, sqlite_one_hop=False)
+    try:
+        async with eng.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+        async with eng.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+            await conn.rollback()
+            raw = (await conn.get_raw_connection()).dbapi_connection
+            assert type(raw) is not onehop.OneHopConnection
+            hops.clear()
+            await conn.begin()
+            assert len(hops) == 3  # BEGIN IMMEDIATE sent now, through the stock cursor
+            hops.clear()
+            await conn.execute(text("INSERT INTO t DEFAULT VALUES"))
+            assert len(hops) >= 3 and "_statement" not in hops
+            mode = (await conn.execute(text("PRAGMA journal_mode"))).scalar_one()
+            assert mode == "wal"
+            await conn.commit()
+    finally:
+        await eng.dispose()
