@@ -254,3 +254,87 @@ async def test_a_batch_ends_in_one_round_trip_to_the_driver(admin_rt, operator, 
     assert other[0][2] == one[-1][2] + 1  # the log goes on gap-free across both paths
     assert [len(a) for *_, a, _ in one] == [len(a) for *_, a, _ in other]
     assert (await verify(admin_rt)).valid
+
+
+async def test_a_bundle_is_queued_for_the_writer_in_one_loop_turn(admin_rt, operator):
+    """`act_many`: envelopes that need no read before the writer all reach its queue in
+    the same loop turn (one yield for the bundle, not one per item), in list order."""
+    from stateward.runtime.core.group import act_many
+
+    ids = await _in_review(admin_rt, operator, 3)
+    committer = committer_of(admin_rt)
+    items = [sign_as(admin_rt, operator, ids[i % 3], "note", PATH, {"i": i}) for i in range(12)]
+    run = asyncio.ensure_future(act_many(admin_rt, items))
+    turns = 0
+    while committer.queued < len(items) - 1:  # the writer may have taken the first one
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns <= 3, f"{committer.queued} of {len(items)} queued after {turns} turns"
+    results = await run
+    assert all(not isinstance(r, BaseException) for r in results)
+    seqs = [r.event.seq for r in results]  # type: ignore[union-attr]
+    assert seqs == [3 + i // 3 for i in range(12)]  # each process's notes in list order
+
+
+async def test_an_item_that_reads_before_the_writer_is_not_overtaken(
+    admin_rt, operator, monkeypatch
+):
+    """`act_many`: an item that must read before it can be queued (a keyed envelope's
+    idempotency check, held back here) keeps every later item out of the writer's queue
+    until it is queued — also past a later item answered without the writer (a forged
+    signature) — so the events of its process apply in list order."""
+    from stateward.governance.envelope import build_envelope
+    from stateward.governance.verification import sign_envelope
+    from stateward.runtime.core import act as act_module
+    from stateward.runtime.core.group import act_many
+    from stateward.runtime.core.idempotency import derived_nonce, keyed
+
+    (other,) = await _in_review(admin_rt, operator, 1)
+    committer = committer_of(admin_rt)
+    lookup = act_module._keyed_original
+    go = asyncio.Event()
+    looked = 0
+
+    async def held_back(runtime, envelope):  # type: ignore[no-untyped-def]
+        nonlocal looked
+        looked += 1
+        await go.wait()
+        return await lookup(runtime, envelope)
+
+    monkeypatch.setattr(act_module, "_keyed_original", held_back)
+    pid = "7d7c4f0e-1111-4222-8333-444455556666"
+    with keyed("order-test"):
+        start = build_envelope(
+            admin_rt.net, pid, "$start", PATH, {"data": {}}, operator.public,
+            admin_rt.clock.now(), nonce=derived_nonce(operator.public),
+        )  # fmt: skip
+        forged = sign_as(admin_rt, operator, other, "note", PATH, {"x": 1})
+        forged = type(forged)(
+            forged.envelope,
+            forged.signer,
+            sign_as(admin_rt, operator, other, "note", PATH).signature,
+        )
+        items = [
+            sign_envelope(start, operator),  # keyed: reads before it is queued
+            forged,  # answered without the writer
+            sign_as(admin_rt, operator, pid, "create", PATH, {"name": "Ann"}),
+            sign_as(admin_rt, operator, other, "note", PATH, {"y": 1}),
+            sign_as(admin_rt, operator, pid, "note", PATH, {}),
+        ]
+        committed = committer.events
+        run = asyncio.ensure_future(act_many(admin_rt, items))
+        for _ in range(50):  # the forged item is answered meanwhile (its own read)
+            await asyncio.sleep(0.01)
+        assert looked == 1 and not run.done()
+        # nothing overtook the held-back item: none queued, none committed
+        assert committer.queued == 0 and committer.events == committed
+        go.set()
+        results = await run
+    assert isinstance(results[1], DomainError) and results[1].code == "BAD_SIGNATURE"
+    ok = [r for n, r in enumerate(results) if n != 1]
+    assert all(not isinstance(r, BaseException) for r in ok), results
+    assert [r.event.seq for r in ok] == [1, 2, 3, 3]  # type: ignore[union-attr]
+    async with admin_rt.uow(readonly=True) as uow:
+        events = await uow.events.for_process(pid)
+    assert [e.action for e in events] == ["$start", "create", "note"]
+    assert (await verify(admin_rt)).valid

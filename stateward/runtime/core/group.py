@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -51,9 +52,22 @@ from stateward.runtime.core.writes import Written
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 64
-#: Set by `act_many` for each of its events: resolved once the event is queued.
-_ON_QUEUED: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(
-    "stateward_on_queued", default=None
+
+
+@dataclass
+class _Slot:
+    """An `act_many` item's place in its bundle: `ready` is resolved once this item and
+    every item before it is queued or answered without the writer; `before` is the
+    previous item's `ready` (None for the first)."""
+
+    ready: asyncio.Future[None]
+    before: asyncio.Future[None] | None
+
+
+#: Set by `act_many` in each of its events' contexts (`GroupCommitter.submit` queues the
+#: event only once `before` is resolved, then resolves `ready`).
+_SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "stateward_bundle_slot", default=None
 )
 
 
@@ -97,10 +111,16 @@ class GroupCommitter:
     async def submit(self, signed: SignedEnvelope, identity: str, *, attested: bool) -> ActResult:
         """Queue a verified envelope and wait for its committed result (or its error)."""
         future: asyncio.Future[ActResult] = self._loop.create_future()
-        await self._queue.put(_Item(signed, identity, attested, future))
-        queued = _ON_QUEUED.get()
-        if queued is not None and not queued.done():
-            queued.set_result(None)
+        slot = _SLOT.get()
+        if slot is not None:
+            _SLOT.set(None)  # one event per slot (nothing this task starts later inherits it)
+            if slot.before is not None and not slot.before.done():
+                # an earlier item of the bundle is still on its way (a read before the
+                # writer): queueing now would let this one overtake it
+                await asyncio.wait((slot.before,))  # (not cancelled with this task)
+        self._queue.put_nowait(_Item(signed, identity, attested, future))
+        if slot is not None:
+            _resolve(slot.ready)
         return await future
 
     def hold(self) -> None:
@@ -321,9 +341,11 @@ async def act_many(
 
     Each event stays all-or-nothing on its own (a refused one is answered with its error
     and changes nothing; the others are applied): the answer is, per item, its `ActResult`
-    or the exception `act` raised. Items are queued one after the other, in order (so
-    events of one process apply in list order), while the writer is held; then the writer
-    takes them all in one transaction. Without group commit: one after the other.
+    or the exception `act` raised. Items are queued in list order (so events of one
+    process apply in list order) while the writer is held — those that need no read
+    before the writer all in one loop turn; one that does holds back the queueing of every
+    later item until it is queued or answered — then the writer takes them all in one
+    transaction. Without group commit: one after the other.
     """
     if not runtime.group_commit:
         results: list[ActResult | BaseException] = []
@@ -337,26 +359,45 @@ async def act_many(
     loop = asyncio.get_running_loop()
     verdicts = await _signature_verdicts(committer, items, attested=attested)
     tasks: list[asyncio.Task[ActResult]] = []
+    before: asyncio.Future[None] | None = None
     committer.hold()
     try:
         for signed, verdict in zip(items, verdicts, strict=True):
-            queued: asyncio.Future[None] = loop.create_future()
+            slot = _Slot(loop.create_future(), before)
             context = contextvars.copy_context()
-            context.run(_ON_QUEUED.set, queued)
+            context.run(_SLOT.set, slot)
             work = act(runtime, signed, attested=attested, signature_ok=verdict)
             task = loop.create_task(work, context=context)
+            task.add_done_callback(functools.partial(_answered, slot))
             tasks.append(task)
-            # queued (or answered without the writer: a bad signature, a resubmission).
-            # The task's first step runs before this one resumes (FIFO ready queue), and
-            # an envelope that needs no read before the writer is queued by then: one
-            # bare yield; only one that is still on its way is waited for.
-            await asyncio.sleep(0)
-            if not (queued.done() or task.done()):
-                waiters: set[asyncio.Future[Any]] = {task, queued}
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            before = slot.ready
+        # Every task's first step runs before this one resumes (FIFO ready queue), in
+        # list order, and an envelope that needs no read before the writer is queued in
+        # it: one bare yield for the whole bundle. An item still on its way holds back
+        # every later item's queueing (`submit` waits for its `before`), so list order
+        # stays; the writer stays held until the last item is queued or answered.
+        await asyncio.sleep(0)
+        if before is not None and not before.done():
+            await asyncio.wait((before,))
     finally:
         committer.release()
     return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+
+def _answered(slot: _Slot, task: asyncio.Task[ActResult]) -> None:
+    """An item's task ended (answered, perhaps without the writer): its slot is ready as
+    soon as every earlier item's is (an item that never reached `submit` must not let a
+    later one overtake an earlier one still on its way)."""
+    before = slot.before
+    if before is None or before.done():
+        _resolve(slot.ready)
+    else:
+        before.add_done_callback(lambda _: _resolve(slot.ready))
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _signature_verdicts(
