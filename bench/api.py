@@ -11,7 +11,8 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
 2. The bare baseline: a Starlette endpoint (same uvicorn options) that parses the JSON and
    writes the same three rows as an action — the process update, the event (≈ 900 bytes)
    and the outbox row — behind one writer task with the same batching (up to 64 requests
-   per transaction, answered after the commit). `ratio_vs_bare` = 1. / 2. (goal ≥ 0.8).
+   per transaction, answered after the commit), on SQLAlchemy's stock aiosqlite cursor
+   with stateward's PRAGMAs. `ratio_vs_bare` = 1. / 2. (goal ≥ 0.8).
 3. `submitEvent`: client-signed envelopes (signed before each round); `submit_per_s`.
 4. `submitEvents`: 100 client-signed envelopes per request; `batch_submit_per_s` (events/s;
    null when the server has no `submitEvents`).
