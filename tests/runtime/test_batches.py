@@ -143,12 +143,29 @@ async def test_bad_batch_parameters_are_refused(desk, kind, params, pointer):
     assert (err.value.code, err.value.pointer) == ("INVALID_INPUT", pointer)
 
 
-async def _node(url: str, batch_id: str, page: int = 50) -> asyncio.subprocess.Process:
+async def _node(
+    url: str, batch_id: str, page: int = 50, *, barrier: bool = False
+) -> asyncio.subprocess.Process:
+    """A node working on `batch_id`; with `barrier`, it waits for `_go` once it says ready."""
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
     return await asyncio.create_subprocess_exec(
         sys.executable, str(WORKER), url, batch_id, str(page),
+        *(["--barrier"] if barrier else []),
+        stdin=asyncio.subprocess.PIPE if barrier else None,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
+
+
+async def _go(*nodes: asyncio.subprocess.Process) -> None:
+    """Wait until every node is ready, then let them all start at once."""
+    for node in nodes:
+        assert node.stdout is not None and node.stdin is not None
+        line = await asyncio.wait_for(node.stdout.readline(), 120)
+        assert line.strip() == b"ready", line
+    for node in nodes:
+        assert node.stdin is not None
+        node.stdin.write(b"go\n")
+        await node.stdin.drain()
 
 
 async def _result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
@@ -161,9 +178,11 @@ async def _result(proc: asyncio.subprocess.Process) -> dict[str, Any]:
 async def test_two_nodes_apply_a_2000_instance_batch_exactly_once_each(desk, db_url):
     ids = await _tickets(desk, 2000)
     batch = await bulk.create(desk.rt, desk.admin, "cancel", {"reason": "two nodes"}, ids)
-    a, b = await asyncio.gather(
-        _result(await _node(db_url, batch.id)), _result(await _node(db_url, batch.id))
-    )
+    # both nodes start the work together: on a loaded machine one of them could take
+    # longer to start than the other takes to do all 2,000 (seen in CI)
+    nodes = [await _node(db_url, batch.id, barrier=True) for _ in range(2)]
+    await _go(*nodes)
+    a, b = await asyncio.gather(*(_result(node) for node in nodes))
     assert a["succeeded"] + b["succeeded"] == 2000
     assert a["failed"] == b["failed"] == 0
     assert a["succeeded"] > 0 and b["succeeded"] > 0, (a, b)  # both nodes worked
