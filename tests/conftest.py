@@ -237,3 +237,20 @@ TEST_TIMEOUTS = DbTimeouts(lock_ms=1000, idle_ms=30_000)
 def uow_factory(engine: AsyncEngine) -> UnitOfWorkFactory:
     """Units of work on the test's database (idle bound relaxed, see TEST_TIMEOUTS)."""
     return UnitOfWorkFactory.from_engine(engine, TEST_TIMEOUTS)
+
+
+@pytest.fixture
+def driver_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run on aiosqlite's driver thread, in order (each is
+    one round trip from the event loop)."""
+    import aiosqlite
+
+    made: list[str] = []
+    plain = aiosqlite.Connection._execute
+
+    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(getattr(fn, "__name__", repr(fn)))
+        return await plain(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return made

@@ -5,9 +5,7 @@ adapter cursor, one driver call per statement instead of three or four."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
-import aiosqlite
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -23,42 +21,28 @@ async def sqlite_engine(sqlite_db_url: str) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
-@pytest.fixture
-def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the functions run on aiosqlite's thread, in order."""
-    made: list[str] = []
-    plain = aiosqlite.Connection._execute
-
-    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        made.append(getattr(fn, "__name__", repr(fn)))
-        return await plain(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-    return made
-
-
 async def test_each_statement_is_one_driver_call(
-    sqlite_engine: AsyncEngine, hops: list[str]
+    sqlite_engine: AsyncEngine, driver_hops: list[str]
 ) -> None:
     async with sqlite_engine.begin() as conn:
         await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)"))
     async with sqlite_engine.connect() as conn:
         await conn.execute(text("SELECT 1"))  # the pooled connection at hand
         await conn.rollback()
-        hops.clear()
+        driver_hops.clear()
         await conn.begin()  # BEGIN IMMEDIATE (the `begin` hook) waits for the statement
-        assert hops == []
+        assert driver_hops == []
         await conn.execute(text("SELECT 1"))
-        assert hops == ["_begun"]  # BEGIN, then the SELECT in one call
-        hops.clear()
+        assert driver_hops == ["_begun"]  # BEGIN, then the SELECT in one call
+        driver_hops.clear()
         one = await conn.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": "a"})
-        assert hops == ["_statement"] and one.rowcount == 1 and one.lastrowid == 1
-        hops.clear()
+        assert driver_hops == ["_statement"] and one.rowcount == 1 and one.lastrowid == 1
+        driver_hops.clear()
         many = await conn.execute(text("INSERT INTO t (v) VALUES (:v)"), [{"v": "b"}, {"v": "c"}])
-        assert hops == ["_statements"] and many.rowcount == 2
-        hops.clear()
+        assert driver_hops == ["_statements"] and many.rowcount == 2
+        driver_hops.clear()
         rows = (await conn.execute(text("SELECT id, v FROM t ORDER BY id"))).all()
-        assert hops == ["_statement"]
+        assert driver_hops == ["_statement"]
         assert [tuple(r) for r in rows] == [(1, "a"), (2, "b"), (3, "c")]
         returned = await conn.execute(text("UPDATE t SET v = v || '!' WHERE id > 1 RETURNING id"))
         assert sorted(r[0] for r in returned) == [2, 3]
@@ -89,7 +73,7 @@ async def test_streamed_results_keep_the_server_side_cursor(sqlite_engine: Async
 
 
 async def test_a_deferred_begin_takes_the_write_lock_with_the_first_statement(
-    sqlite_engine: AsyncEngine, hops: list[str]
+    sqlite_engine: AsyncEngine, driver_hops: list[str]
 ) -> None:
     """`BEGIN IMMEDIATE` runs on the driver's thread right before the transaction's
     first statement (`onehop.defer_begin`): that statement already runs inside it, with
@@ -109,16 +93,18 @@ async def test_a_deferred_begin_takes_the_write_lock_with_the_first_statement(
         finally:
             other.close()
         await conn.rollback()
-        hops.clear()
+        driver_hops.clear()
         await conn.begin()
         await conn.commit()
         await conn.begin()
         await conn.rollback()
-        assert hops == []  # nothing begun, nothing to end
+        assert driver_hops == []  # nothing begun, nothing to end
     assert onehop.stats["deferred_begins"] == before + 1
 
 
-async def test_the_stock_driver_path_stays_available(sqlite_db_url: str, hops: list[str]) -> None:
+async def test_the_stock_driver_path_stays_available(
+    sqlite_db_url: str, driver_hops: list[str]
+) -> None:
     """`create_engine(..., sqlite_one_hop=False)` (the benches' bare baseline) keeps
     SQLAlchemy's own cursor — several driver calls per statement — and sends its
     `BEGIN IMMEDIATE` at once, with the same PRAGMAs."""
@@ -131,12 +117,12 @@ async def test_the_stock_driver_path_stays_available(sqlite_db_url: str, hops: l
             await conn.rollback()
             raw = (await conn.get_raw_connection()).dbapi_connection
             assert type(raw) is not onehop.OneHopConnection
-            hops.clear()
+            driver_hops.clear()
             await conn.begin()
-            assert len(hops) == 3  # BEGIN IMMEDIATE sent now, through the stock cursor
-            hops.clear()
+            assert len(driver_hops) == 3  # BEGIN IMMEDIATE sent now, through the stock cursor
+            driver_hops.clear()
             await conn.execute(text("INSERT INTO t DEFAULT VALUES"))
-            assert len(hops) >= 3 and "_statement" not in hops
+            assert len(driver_hops) >= 3 and "_statement" not in driver_hops
             mode = (await conn.execute(text("PRAGMA journal_mode"))).scalar_one()
             assert mode == "wal"
             await conn.commit()

@@ -205,25 +205,18 @@ async def _batch_as_stored(rt, items, hops):  # type: ignore[no-untyped-def]
     return rows
 
 
-async def test_a_batch_ends_in_one_round_trip_to_the_driver(admin_rt, operator, monkeypatch):
+async def test_a_batch_ends_in_one_round_trip_to_the_driver(
+    admin_rt, operator, monkeypatch, driver_hops
+):
     """SQLite: the batch's tail (buffered rows, outbox rows, log step, COMMIT) is ONE call
     on aiosqlite's thread, with nothing sent after it; what is stored and answered is
     what the multi-trip path stores and answers (ids, outbox cursors, log leaves)."""
     if admin_rt.engine.dialect.name != "sqlite":
         pytest.skip("the one-hop tail is SQLite's (PostgreSQL: `onetrip`)")
-    import aiosqlite
-
     from stateward.persistence import uow as uow_module
 
     ids = await _in_review(admin_rt, operator, 4)
-    hops: list[str] = []
-    plain = aiosqlite.Connection._execute
-
-    async def counted(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return await plain(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    hops = driver_hops
     items = [sign_as(admin_rt, operator, ids[i % 4], "note", PATH, {"i": i}) for i in range(40)]
     one = await _batch_as_stored(admin_rt, items, hops)
     # the tail is the last driver call before the answers: no COMMIT, no rollback on
