@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import inspect, select, text
@@ -19,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from stateward.domain.errors import DomainError
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
-from stateward.persistence.db import create_engine
+from stateward.persistence.db import create_engine, sqlite_file
 from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
 
@@ -57,10 +56,9 @@ async def require_initialised(settings: Settings) -> None:
     file that does not exist is not created; nothing is written either way."""
     url = make_url(settings.database_url)
     shown = url.render_as_string(hide_password=True)
-    if url.get_backend_name() == "sqlite":
-        database = url.database or ""
-        if database and database != ":memory:" and not Path(database).exists():
-            raise _never_initialised(shown)
+    db = sqlite_file(url)
+    if db is not None and not db.exists():
+        raise _never_initialised(shown)
     engine = create_engine(settings.database_url)
     try:
         async with engine.connect() as connection:

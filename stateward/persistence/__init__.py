@@ -6,7 +6,7 @@ dataclasses (`stateward.domain.model` types or the read-model records of
 `stateward.domain` and `stateward.records` (for types) and nothing else of the project.
 """
 
-from stateward.persistence.db import create_engine, init_schema, session_factory
+from stateward.persistence.db import create_engine, init_schema, session_factory, sqlite_file
 from stateward.persistence.errors import (
     DuplicateEvent,
     NonceConflict,
@@ -25,4 +25,5 @@ __all__ = [
     "create_engine",
     "init_schema",
     "session_factory",
+    "sqlite_file",
 ]

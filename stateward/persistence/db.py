@@ -22,11 +22,11 @@ except ImportError:  # pragma: no cover
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
-from stateward.persistence import onehop, walcheck
+from stateward.persistence import onehop
 from stateward.persistence.types import JsonText
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -43,11 +43,25 @@ SQLITE_SYNCHRONOUS = ("normal", "full")
 #: OS (≈ 50 KB per event). 16 MiB, as the process data cache (docs/performance.md,
 #: `data18c`); pages are allocated as they are read.
 SQLITE_CACHE_KIB = 16 * 1024
+#: `PRAGMA wal_autocheckpoint` of the engine's SQLite connections: checkpoints run in the
+#: background (`walcheck`); a COMMIT does one itself only when the WAL has grown past
+#: this many pages (the background one fell behind, or nothing calls it).
+SQLITE_WAL_SAFETY_PAGES = 10_000
 
 
 def is_sqlite(url: str) -> bool:
     """True when `url` names a SQLite database."""
     return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The database file of a SQLite URL, or None (another backend, an in-memory
+    database): where a deployment's SQLite file and the files kept beside it live."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return Path(database)
 
 
 def create_engine(
@@ -134,8 +148,7 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str, *, one_hop: bool = True)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-        # checkpoints run in the background (`walcheck`); a COMMIT does one only past this
-        cursor.execute(f"PRAGMA wal_autocheckpoint={walcheck.SAFETY_PAGES}")
+        cursor.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_SAFETY_PAGES}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

@@ -31,18 +31,19 @@ import logging
 import sqlite3
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
 
+from stateward.persistence.db import SQLITE_WAL_SAFETY_PAGES, sqlite_file
+
 log = logging.getLogger(__name__)
 #: Seconds between the starts of two background checkpoints (at most one runs at a time).
 INTERVAL = 0.5
-#: `PRAGMA wal_autocheckpoint` of the engine's connections: a COMMIT checkpoints itself
-#: only when the WAL has grown past this many pages (the background one fell behind).
-SAFETY_PAGES = 10_000
+#: `PRAGMA wal_autocheckpoint` of the engine's connections (`db._tune_sqlite`): a COMMIT
+#: checkpoints itself only when the WAL has grown past this many pages.
+SAFETY_PAGES = SQLITE_WAL_SAFETY_PAGES
 #: Background checkpoints started and their answers (tests and the bench).
 stats = {"started": 0, "done": 0, "frames": 0}
 
@@ -61,13 +62,10 @@ _STATES: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
 
 def database_file(engine: Engine) -> str | None:
     """The engine's SQLite database file, or None (another backend, `:memory:`)."""
-    url = engine.url
-    if url.get_backend_name() != "sqlite":
+    path = sqlite_file(engine.url)
+    if path is None or str(path).startswith("file:"):  # a URI database: not opened again
         return None
-    database = url.database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return str(Path(database).resolve())
+    return str(path.resolve())
 
 
 def after_commit(engine: Engine) -> None:

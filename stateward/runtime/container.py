@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.governance.keys import generate_keypair, read_key_file, write_key_file
 from stateward.observe import tracing
+from stateward.persistence import sqlite_file
 from stateward.runtime.access import genesis
 from stateward.runtime.access.auth import Viewer, authenticate
 from stateward.runtime.core.services import Runtime
@@ -62,9 +62,8 @@ def operator_key_path(settings: Settings) -> Path:
     explicit = (settings.extra or {}).get("operator_key_file") or os.environ.get(OPERATOR_KEY_ENV)
     if explicit:
         return Path(str(explicit))
-    url = make_url(settings.database_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        db = Path(url.database)
+    db = sqlite_file(settings.database_url)
+    if db is not None:
         return db.with_name(f"{db.stem}-operator.json")
     return Path(OPERATOR_FILE)
 

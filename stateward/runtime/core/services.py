@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -31,7 +30,13 @@ from stateward.domain.paths import SYSTEM_NAMESPACE, registry_id
 from stateward.domain.registry import trusted_nodes
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.governance.node_key import load_or_create_node_key
-from stateward.persistence import UnitOfWork, UnitOfWorkFactory, create_engine, init_schema
+from stateward.persistence import (
+    UnitOfWork,
+    UnitOfWorkFactory,
+    create_engine,
+    init_schema,
+    sqlite_file,
+)
 from stateward.persistence.outbox import HANDOFF_KEY
 from stateward.persistence.uow import DbTimeouts
 from stateward.records import WorkflowVersionRecord
@@ -65,9 +70,9 @@ def default_node_key_path(settings: Settings) -> Path:
     """
     if settings.node_key_file:
         return Path(settings.node_key_file)
-    url = make_url(settings.database_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        return Path(f"{url.database}.node-key.json")
+    db = sqlite_file(settings.database_url)
+    if db is not None:
+        return Path(f"{db}.node-key.json")
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "stateward" / "node-key.json"
 
