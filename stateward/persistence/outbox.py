@@ -91,6 +91,27 @@ class OutboxRepository(Repository):
         )
         return [_record(r) for r in await self.session.execute(stmt)]
 
+    async def unpublished_marks(
+        self, after_id: int = 0, limit: int = 100
+    ) -> list[tuple[int, datetime]]:
+        """(id, created_at) of the rows `unpublished` would return: what the relay's sweep
+        looks at first (under write load nearly all of them are published a moment later,
+        so their payloads are not read or decoded)."""
+        stmt = (
+            select(O.c.id, O.c.created_at)
+            .where(O.c.published_at.is_(None), O.c.id > after_id)
+            .order_by(O.c.id)
+            .limit(limit)
+        )
+        return [(int(r.id), r.created_at) for r in await self.session.execute(stmt)]
+
+    async def by_ids(self, ids: Sequence[int]) -> list[OutboxRecord]:
+        """The rows `ids` (those that exist), in id order."""
+        if not ids:
+            return []
+        stmt = select(O).where(O.c.id.in_(list(ids))).order_by(O.c.id)
+        return [_record(r) for r in await self.session.execute(stmt)]
+
     async def mark_published(self, ids: Sequence[int], now: datetime) -> int:
         """Mark rows published; returns how many were still unpublished."""
         if not ids:

@@ -180,13 +180,18 @@ class OutboxRelay:
         if not self.bus.connected:
             return 0
         cutoff = self.runtime.clock.now() - timedelta(seconds=self.grace)
+        pending = set(self._to_mark)
         async with self.runtime.uow(readonly=True) as uow:
             head = await uow.outbox.last_id()
-            rows = await uow.outbox.unpublished(after_id=self._floor, limit=self.batch)
-            handoff = int(await uow.meta.get(HANDOFF_KEY) or 0) if rows else 0
-        pending = set(self._to_mark)
-        stale = [r for r in rows if r.created_at <= cutoff and r.id not in pending]
-        waiting = [r.id for r in rows if r.id not in {s.id for s in stale}]
+            # ids and times first: only the stale rows' payloads are read and decoded (the
+            # others are nearly all published and about to be marked: under write load
+            # decoding them was ~3 % of the event loop, docs/performance.md `loop18`)
+            marks = await uow.outbox.unpublished_marks(after_id=self._floor, limit=self.batch)
+            old = [i for i, created in marks if created <= cutoff and i not in pending]
+            stale = await uow.outbox.by_ids(old)
+            handoff = int(await uow.meta.get(HANDOFF_KEY) or 0) if marks else 0
+        stale_ids = {r.id for r in stale}
+        waiting = [i for i, _ in marks if i not in stale_ids]
         sent: list[int] = []
         for row in stale:
             try:
@@ -214,7 +219,7 @@ class OutboxRelay:
         if unsent:
             self._floor = max(self._floor, min(unsent) - 1)
         else:
-            self._floor = max(self._floor, rows[-1].id if len(rows) >= self.batch else head)
+            self._floor = max(self._floor, marks[-1][0] if len(marks) >= self.batch else head)
         return len(sent)
 
     # -- sequencing -------------------------------------------------------------------
