@@ -146,7 +146,8 @@ async def _answer(
 ) -> ActResult:
     """`result` when every principal of the call may read its process (see
     `submit_event`); else NOT_FOUND. The signing actor's roles in the process's namespace
-    are read after the commit (None: its key is revoked or rotated), through the
+    (None: its key is revoked or rotated) as the group committer found them at the
+    event's commit (`ActResult.actor_roles`), else read after the commit through the
     runtime's grant cache; `roles`: those this request already read (by actor and
     namespace, all after its commits)."""
     rt = runtime(info)
@@ -155,7 +156,10 @@ async def _answer(
     actor = signed.envelope.actor
     if signed.signer == actor and is_public_key(actor):
         key = (actor, record.namespace)
-        if roles is None or key not in roles:
+        known = result.actor_roles
+        if known is not None and (known.actor, known.namespace) == key:
+            held = known.roles
+        elif roles is None or key not in roles:
             held = await current_roles(rt, actor, record.namespace)
             if roles is not None:
                 roles[key] = held

@@ -128,6 +128,41 @@ async def test_the_answers_read_each_signers_grants_once_after_the_commits(api: 
     assert len(reads) <= 1
 
 
+async def test_the_answers_take_the_signers_roles_from_the_batch_at_its_commit(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read rule of a client-signed answer takes its actor's roles as the batch's own
+    transaction saw them after its last write (`ActResult.actor_roles`): no transaction
+    of its own after the commit, for `submitEvents` and `submitEvent`; an item refused
+    gets no roles and is answered with its error as before."""
+    from stateward.resolvers import writes
+
+    ids = await _started(api, 3)
+    reads: list[tuple[str, str]] = []
+    read = writes.current_roles
+
+    async def counted(rt: Any, actor: str, namespace: str) -> Any:
+        reads.append((actor, namespace))
+        return await read(rt, actor, namespace)
+
+    monkeypatch.setattr(writes, "current_roles", counted)
+    items = [_signed(api, i, "submit", {"fields": {"amount": 1}}) for i in ids]
+    items.append(_signed(api, ids[0], "submit", {"fields": {"amount": 2}}))  # WRONG_STATE
+    results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    assert [r["error"] for r in results[:3]] == [None] * 3
+    assert results[3]["error"]["code"] not in (None, "NOT_FOUND")
+    assert all(
+        r["result"]["instance"]["instanceId"] == i for r, i in zip(results[:3], ids, strict=True)
+    )
+    one = _signed(api, ids[1], "note", {"text": "x"})
+    query = """mutation($e:JSON!,$s:String!,$g:String!){submitEvent(event:$e,signature:$s,
+      signer:$g){instance{instanceId}}}"""
+    answer = await api.ok(query, {"e": one["event"], "s": one["signature"], "g": one["signer"]},
+                          token=None)  # fmt: skip
+    assert answer["submitEvent"]["instance"]["instanceId"] == ids[1]
+    assert reads == []
+
+
 async def test_no_answer_leaves_before_the_batch_committed(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:

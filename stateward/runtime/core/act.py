@@ -83,6 +83,18 @@ CACHEABLE_OPS = frozenset({op_advance, op_business, op_cancel, op_start})
 
 
 @dataclass(frozen=True)
+class ActorRoles:
+    """The roles an event's actor held in its process's namespace as the event's own
+    transaction saw them after the last write of its batch, i.e. at its commit (None:
+    the actor's key was revoked or rotated by then). A client-signed answer's read rule
+    takes them instead of reading again after the commit (`resolvers/writes._answer`)."""
+
+    actor: str
+    namespace: str
+    roles: frozenset[str] | None
+
+
+@dataclass(frozen=True)
 class ActResult:
     """The event an envelope produced (or, for a resubmission, already had)."""
 
@@ -93,6 +105,8 @@ class ActResult:
     duplicate: bool = False
     children: tuple[ProcessRecord, ...] = ()
     outbox: tuple[OutboxRecord, ...] = field(default=(), repr=False)
+    #: Set by the group committer for an envelope signed by its own actor.
+    actor_roles: ActorRoles | None = field(default=None, repr=False, compare=False)
 
 
 def parse_signed(body: str | bytes | Mapping[str, Any]) -> SignedEnvelope:
@@ -252,7 +266,7 @@ async def act_verified(
     return result_of(written)
 
 
-def result_of(written: Written) -> ActResult:
+def result_of(written: Written, actor_roles: ActorRoles | None = None) -> ActResult:
     """The `ActResult` of a committed write."""
     return ActResult(
         event=written.event,
@@ -262,6 +276,7 @@ def result_of(written: Written) -> ActResult:
         duplicate=False,
         children=tuple(written.children),
         outbox=tuple(written.outbox),
+        actor_roles=actor_roles,
     )
 
 
@@ -591,13 +606,22 @@ async def current_roles(runtime: Runtime, actor_id: str, namespace: str) -> froz
 
     async def read() -> frozenset[str] | None:
         async with runtime.uow(readonly=True) as uow:
-            cache = ReadCache(shared=runtime.grant_cache)
-            status = (await cache.key_statuses(uow, {actor_id}))[actor_id]
-            if status is not None and status.status in ("revoked", "rotated"):
-                return None
-            return await cache.roles_in(uow, actor_id, namespace)
+            return await roles_in_force(uow, ReadCache(shared=runtime.grant_cache), actor_id,
+                                        namespace)  # fmt: skip
 
     return await read_retrying(read, what="role read")
+
+
+async def roles_in_force(
+    uow: UnitOfWork, cache: ReadCache, actor_id: str, namespace: str
+) -> frozenset[str] | None:
+    """The roles `actor_id` holds in `namespace` as `uow` sees them; None when its key is
+    revoked or rotated away (`current_roles` in a transaction of its own; the group
+    committer at the end of a batch, `ActorRoles`)."""
+    status = (await cache.key_statuses(uow, {actor_id}))[actor_id]
+    if status is not None and status.status in ("revoked", "rotated"):
+        return None
+    return await cache.roles_in(uow, actor_id, namespace)
 
 
 def _check_original_signer(signed: SignedEnvelope, existing: StoredEvent, error: Exception) -> None:

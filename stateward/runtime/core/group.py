@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import SignedEnvelope
+from stateward.governance.keys import is_public_key
 from stateward.governance.sigworker import MIN_BATCH, SignatureWorker, worker_enabled
 from stateward.observe import metrics, tracing
 from stateward.persistence import PersistenceConflict, SeqConflict
@@ -37,6 +38,7 @@ from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_befo
 from stateward.persistence.writebuffer import BufferedWriteFailed
 from stateward.records import REGISTRY
 from stateward.runtime.core.act import (
+    ActorRoles,
     ActResult,
     ReadCache,
     _resubmission,
@@ -46,6 +48,7 @@ from stateward.runtime.core.act import (
     automate_committed,
     publish_committed,
     result_of,
+    roles_in_force,
 )
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.core.writes import Written
@@ -80,6 +83,8 @@ class _Item:
     written: Written | None = None
     error: Exception | None = field(default=None, repr=False)
     trace: Any = field(default_factory=tracing.current, repr=False)  # the caller's context
+    #: Its actor's roles at the batch's commit (an envelope signed by its own actor).
+    roles: ActorRoles | None = field(default=None, repr=False)
 
 
 class GroupCommitter:
@@ -202,6 +207,7 @@ class GroupCommitter:
                         if item.written.process.kind == REGISTRY or item.written.children:
                             cache.clear()
                     if failed is None:
+                        await _roles_at_commit(uow, cache, items)
                         committing = time.time_ns()
                         await uow.commit()
                         tracing.record_span(
@@ -292,7 +298,7 @@ class GroupCommitter:
                 if written.hooks or written.messages:
                     self._spawn(self._automate(item, written))
                 elif not item.future.done():
-                    item.future.set_result(result_of(written))
+                    item.future.set_result(result_of(written, item.roles))
 
     async def _automate(self, item: _Item, written: Written) -> None:
         """The automation and deliveries of one committed event, then its answer."""
@@ -301,7 +307,7 @@ class GroupCommitter:
                 await automate_committed(self.runtime, written)
         finally:
             if not item.future.done():
-                item.future.set_result(result_of(written))
+                item.future.set_result(result_of(written, item.roles))
 
     async def _alone(self, item: _Item) -> None:
         try:
@@ -317,6 +323,28 @@ class GroupCommitter:
             item.future.set_exception(error)
         else:
             item.future.set_result(result)
+
+
+async def _roles_at_commit(uow: Any, cache: ReadCache, items: list[_Item]) -> None:
+    """For each event signed by its own actor (a client-signed envelope), that actor's
+    roles in the event's process namespace as this transaction sees them after its last
+    write — what a read right after the commit would answer, read at the commit instead:
+    the answer's read rule (`resolvers/writes._answer`) needs no transaction of its own.
+    One lookup per (actor, namespace), through the batch's caches (no statement unless a
+    registry event of the batch cleared them)."""
+    found: dict[tuple[str, str], ActorRoles] = {}
+    for item in items:
+        signed, written = item.signed, item.written
+        actor = signed.envelope.actor
+        item.roles = None
+        if written is None or signed.signer != actor or not is_public_key(actor):
+            continue
+        key = (actor, written.process.namespace)
+        roles = found.get(key)
+        if roles is None:
+            held = await roles_in_force(uow, cache, actor, key[1])
+            roles = found[key] = ActorRoles(actor, key[1], held)
+        item.roles = roles
 
 
 def _written(item: _Item) -> Written:
