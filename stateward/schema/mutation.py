@@ -85,10 +85,10 @@ class Mutation:
     ) -> list[SubmittedEvent]:
         items = [{"event": e.event, "signature": e.signature, "signer": e.signer} for e in events]
         return [
-            SubmittedEvent(
-                index=n,
-                result=ActionResult.from_domain(outcome) if error is None else None,
-                error=Problem.from_domain(error) if error is not None else None,
+            SubmittedEvent.of(
+                n,
+                ActionResult.from_domain(outcome) if error is None else None,
+                Problem.from_domain(error) if error is not None else None,
             )
             for n, (outcome, error) in enumerate(await writes.submit_events(info, items))
         ]

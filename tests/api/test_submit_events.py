@@ -213,3 +213,22 @@ async def test_a_forged_signature_among_many_is_refused_alone(api: Api) -> None:
     results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
     codes = [r["error"]["code"] if r["error"] else None for r in results]
     assert codes == [None] * 4 + ["BAD_SIGNATURE"] + [None] * 5
+
+
+async def test_an_items_duplicate_is_a_plain_leaf_with_the_same_answer(api: Api) -> None:
+    """`SubmittedEvent.duplicate` is a plain attribute (completed by `schema/leaves.py`,
+    not one resolver call per item) and answers as before: false for a new event, true for
+    the same envelope sent again, false for a refused item."""
+    from stateward.schema import leaves
+
+    schema = api.app.state.schema._schema
+    kind = schema.get_type("SubmittedEvent")
+    field = kind.fields["duplicate"]
+    assert leaves._plain_leaf(field, []) is not None
+    [a] = await _started(api, 1)
+    item = _signed(api, a, "submit", {"fields": {"amount": 1}})
+    bad = _signed(api, a, "submit", {"fields": {"amount": 2}})  # WRONG_STATE after the first
+    first = (await api.ok(MANY, {"l": [item, bad]}))["submitEvents"]
+    again = (await api.ok(MANY, {"l": [item]}))["submitEvents"]
+    assert [r["duplicate"] for r in first + again] == [False, False, True]
+    assert first[1]["error"] is not None and again[0]["error"] is None

@@ -109,10 +109,15 @@ class SubmittedEvent:
     index: int
     result: ActionResult | None
     error: Problem | None
+    #: A plain attribute, not a resolver: 100 items' `duplicate` are then completed by
+    #: `schema/leaves.py` without graphql-core's per-field machinery.
+    duplicate: bool = strawberry.field(description="True when the event was already in the log.")
 
-    @strawberry.field(description="True when the event was already in the log.")
-    def duplicate(self) -> bool:
-        return self.result is not None and self.result.duplicate
+    @classmethod
+    def of(cls, index: int, result: ActionResult | None, error: Problem | None) -> SubmittedEvent:
+        """The item's answer (`duplicate` from its result)."""
+        return cls(index=index, result=result, error=error,
+                   duplicate=result is not None and result.duplicate)  # fmt: skip
 
 
 @strawberry.type
