@@ -331,3 +331,45 @@ async def test_an_item_that_reads_before_the_writer_is_not_overtaken(
         events = await uow.events.for_process(pid)
     assert [e.action for e in events] == ["$start", "create", "note"]
     assert (await verify(admin_rt)).valid
+
+
+async def test_a_bundle_is_queued_without_a_task_per_item_and_keeps_order_and_metrics(
+    admin_rt, operator, monkeypatch
+):
+    """`act_many` (tracing off): envelopes that need no read before the writer are queued
+    in the call itself, no `act` task each (`GroupCommitter.queue_now`); from the first
+    one that does (here a forged signature: refused after `act`'s resubmission check)
+    every later item takes `act`'s chained path, so list order stays. Each item's act
+    metric is recorded once, with its outcome, as `observed_act` records it."""
+    from stateward.observe import metrics
+    from stateward.runtime.core import group
+
+    ids = await _in_review(admin_rt, operator, 3)
+    acted: list[int] = []
+    real_act = group.act
+
+    async def counting(rt, signed, **kw):  # type: ignore[no-untyped-def]
+        acted.append(signed.envelope.action.input.get("i", -1))
+        return await real_act(rt, signed, **kw)
+
+    recorded: list[tuple[str, str]] = []
+    real_record = metrics.record_act
+    monkeypatch.setattr(group, "act", counting)
+
+    def record(op: str, outcome: str, seconds: float) -> None:
+        recorded.append((op, outcome))
+        real_record(op, outcome, seconds)
+
+    monkeypatch.setattr(metrics, "record_act", record)
+    items = [sign_as(admin_rt, operator, ids[i % 3], "note", PATH, {"i": i}) for i in range(8)]
+    forged = sign_as(admin_rt, operator, ids[0], "note", PATH, {"i": 4})
+    items[4] = type(forged)(forged.envelope, forged.signer, items[0].signature)
+    results = await group.act_many(admin_rt, items)
+    assert acted == [4, 5, 6, 7]  # the forged one and every item after it
+    assert isinstance(results[4], DomainError) and results[4].code == "BAD_SIGNATURE"
+    ok = [r for n, r in enumerate(results) if n != 4]
+    assert all(not isinstance(r, BaseException) for r in ok)
+    seqs = {pid: [r.event.seq for r in ok if r.record.id == pid] for pid in ids}  # type: ignore[union-attr]
+    assert all(s == sorted(s) and len(s) == len(set(s)) for s in seqs.values())
+    assert sorted(recorded) == sorted([("business", "ok")] * 7 + [("business", "BAD_SIGNATURE")])
+    assert (await verify(admin_rt)).valid

@@ -318,15 +318,8 @@ async def _verify_signature(
     bytes a moment ago). Client input never gets here with `own` (`submitEvent` passes
     `attested=False`); every other check still runs. `checked`: the signature's verdict
     when the caller has it (`act`'s `signature_ok`)."""
-    fresh = True if own and signed.signer == runtime.node_public else checked
     try:
-        verify_envelope(
-            signed,
-            net=runtime.net,
-            now=now,
-            trusted_signers=runtime.trusted_signers,
-            signature_ok=fresh,
-        )
+        verify_known(runtime, signed, now, own=own, checked=checked)
     except DomainError as error:
         if error.details.get("reason") != "untrusted_signer":
             raise
@@ -334,6 +327,26 @@ async def _verify_signature(
         verify_envelope(
             signed, net=runtime.net, now=now, trusted_signers=trusted, signature_ok=checked
         )
+
+
+def verify_known(
+    runtime: Runtime,
+    signed: SignedEnvelope,
+    now: datetime,
+    *,
+    own: bool = False,
+    checked: bool | None = None,
+) -> None:
+    """`_verify_signature`'s checks against the signers this runtime knows now (an
+    untrusted signer is refused here; `_verify_signature` then refreshes them once)."""
+    fresh = True if own and signed.signer == runtime.node_public else checked
+    verify_envelope(
+        signed,
+        net=runtime.net,
+        now=now,
+        trusted_signers=runtime.trusted_signers,
+        signature_ok=fresh,
+    )
 
 
 @dataclass

@@ -46,10 +46,13 @@ from stateward.runtime.core.act import (
     act_verified,
     apply_in,
     automate_committed,
+    op_label,
     publish_committed,
     result_of,
     roles_in_force,
+    verify_known,
 )
+from stateward.runtime.core.idempotency import is_keyed
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.core.writes import Written
 
@@ -127,6 +130,32 @@ class GroupCommitter:
         if slot is not None:
             _resolve(slot.ready)
         return await future
+
+    def queue_now(
+        self, signed: SignedEnvelope, verdict: bool | None, *, attested: bool
+    ) -> asyncio.Future[ActResult] | None:
+        """`act` up to `submit`, in this call and without a task of its own, for an
+        envelope that needs no read before the writer (not keyed, its checks pass against
+        the signers known now): queued, and the future of its answer returned (the act
+        metric is recorded when it is answered, as `observed_act` does). None, with nothing
+        done, for any other envelope: the caller runs `act` for it (a refusal is answered
+        there after its resubmission check, an unknown signer refreshed). Only while
+        tracing is off (`act`'s spans need its task's context)."""
+        envelope = signed.envelope
+        if is_keyed(envelope):
+            return None
+        runtime = self.runtime
+        op = op_label(signed)
+        started = time.perf_counter()
+        try:
+            identity = envelope.identity()
+            verify_known(runtime, signed, runtime.clock.now(), own=attested, checked=verdict)
+        except Exception:
+            return None
+        future: asyncio.Future[ActResult] = self._loop.create_future()
+        self._queue.put_nowait(_Item(signed, identity, attested, future, trace=None))
+        future.add_done_callback(functools.partial(_observed, op, started))
+        return future
 
     def hold(self) -> None:
         """Start queueing a bundle: no batch starts until the matching `release()`."""
@@ -347,6 +376,17 @@ async def _roles_at_commit(uow: Any, cache: ReadCache, items: list[_Item]) -> No
         item.roles = roles
 
 
+def _observed(op: str, started: float, future: asyncio.Future[ActResult]) -> None:
+    """`observed_act`'s metric for an item `queue_now` queued: its outcome and time."""
+    if future.cancelled():
+        outcome = "CancelledError"
+    elif (error := future.exception()) is not None:
+        outcome = str(getattr(error, "code", None) or type(error).__name__)
+    else:
+        outcome = "duplicate" if future.result().duplicate else "ok"
+    metrics.record_act(op, outcome, time.perf_counter() - started)
+
+
 def _written(item: _Item) -> Written:
     assert item.written is not None
     return item.written
@@ -371,9 +411,11 @@ async def act_many(
     and changes nothing; the others are applied): the answer is, per item, its `ActResult`
     or the exception `act` raised. Items are queued in list order (so events of one
     process apply in list order) while the writer is held — those that need no read
-    before the writer all in one loop turn; one that does holds back the queueing of every
-    later item until it is queued or answered — then the writer takes them all in one
-    transaction. Without group commit: one after the other.
+    before the writer in this call, without a task each while tracing is off
+    (`GroupCommitter.queue_now`); from the first one that does, `act` runs for it and
+    every later item, all in one loop turn, and an item still on its way holds back the
+    queueing of every later one until it is queued or answered — then the writer takes
+    them all in one transaction. Without group commit: one after the other.
     """
     if not runtime.group_commit:
         results: list[ActResult | BaseException] = []
@@ -386,30 +428,39 @@ async def act_many(
     committer = committer_of(runtime)
     loop = asyncio.get_running_loop()
     verdicts = await _signature_verdicts(committer, items, attested=attested)
-    tasks: list[asyncio.Task[ActResult]] = []
+    answers: list[asyncio.Future[ActResult]] = []
     before: asyncio.Future[None] | None = None
+    lean = not tracing.enabled()
     committer.hold()
     try:
         for signed, verdict in zip(items, verdicts, strict=True):
+            if lean:
+                # every item before this one is queued: queue this one now, in order
+                queued = committer.queue_now(signed, verdict, attested=attested)
+                if queued is not None:
+                    answers.append(queued)
+                    continue
+                lean = False  # this item and every later one take `act`'s path, chained
             slot = _Slot(loop.create_future(), before)
             context = contextvars.copy_context()
             context.run(_SLOT.set, slot)
             work = act(runtime, signed, attested=attested, signature_ok=verdict)
             task = loop.create_task(work, context=context)
             task.add_done_callback(functools.partial(_answered, slot))
-            tasks.append(task)
+            answers.append(task)
             before = slot.ready
         # Every task's first step runs before this one resumes (FIFO ready queue), in
         # list order, and an envelope that needs no read before the writer is queued in
         # it: one bare yield for the whole bundle. An item still on its way holds back
         # every later item's queueing (`submit` waits for its `before`), so list order
         # stays; the writer stays held until the last item is queued or answered.
-        await asyncio.sleep(0)
-        if before is not None and not before.done():
-            await asyncio.wait((before,))
+        if before is not None:
+            await asyncio.sleep(0)
+            if not before.done():
+                await asyncio.wait((before,))
     finally:
         committer.release()
-    return list(await asyncio.gather(*tasks, return_exceptions=True))
+    return list(await asyncio.gather(*answers, return_exceptions=True))
 
 
 def _answered(slot: _Slot, task: asyncio.Task[ActResult]) -> None:
