@@ -4,21 +4,12 @@ adapter cursor, one driver call per statement instead of three or four."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import create_engine, onehop
-
-
-@pytest.fixture
-async def sqlite_engine(sqlite_db_url: str) -> AsyncIterator[AsyncEngine]:
-    eng = create_engine(sqlite_db_url)
-    yield eng
-    await eng.dispose()
 
 
 async def test_each_statement_is_one_driver_call(

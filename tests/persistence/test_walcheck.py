@@ -5,7 +5,6 @@ connections checkpoint only past the safety bound."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import UnitOfWorkFactory, create_engine, walcheck
-
-
-@pytest.fixture
-async def sqlite_engine(sqlite_db_url: str) -> AsyncIterator[AsyncEngine]:
-    eng = create_engine(sqlite_db_url)
-    yield eng
-    await eng.dispose()
 
 
 async def test_connections_checkpoint_only_past_the_safety_bound(
