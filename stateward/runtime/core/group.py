@@ -32,6 +32,7 @@ from stateward.governance.envelope import SignedEnvelope
 from stateward.governance.keys import is_public_key
 from stateward.governance.sigworker import MIN_BATCH, SignatureWorker, worker_enabled
 from stateward.observe import metrics, tracing
+from stateward.observe.act import record_answer
 from stateward.persistence import PersistenceConflict, SeqConflict
 from stateward.persistence.errors import is_transient
 from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before
@@ -154,7 +155,7 @@ class GroupCommitter:
             return None
         future: asyncio.Future[ActResult] = self._loop.create_future()
         self._queue.put_nowait(_Item(signed, identity, attested, future, trace=None))
-        future.add_done_callback(functools.partial(_observed, op, started))
+        future.add_done_callback(functools.partial(record_answer, op, started))
         return future
 
     def hold(self) -> None:
@@ -374,17 +375,6 @@ async def _roles_at_commit(uow: Any, cache: ReadCache, items: list[_Item]) -> No
             held = await roles_in_force(uow, cache, actor, key[1])
             roles = found[key] = ActorRoles(actor, key[1], held)
         item.roles = roles
-
-
-def _observed(op: str, started: float, future: asyncio.Future[ActResult]) -> None:
-    """`observed_act`'s metric for an item `queue_now` queued: its outcome and time."""
-    if future.cancelled():
-        outcome = "CancelledError"
-    elif (error := future.exception()) is not None:
-        outcome = str(getattr(error, "code", None) or type(error).__name__)
-    else:
-        outcome = "duplicate" if future.result().duplicate else "ok"
-    metrics.record_act(op, outcome, time.perf_counter() - started)
 
 
 def _written(item: _Item) -> Written:
