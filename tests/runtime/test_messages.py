@@ -224,3 +224,46 @@ async def test_another_node_publishing_finds_the_waiting_instance(desk, db_url, 
         assert (await desk.process(late)).state == "paid"
     finally:
         await other.close()
+
+
+async def test_a_transient_fault_while_publishing_is_retried(desk, monkeypatch):
+    """A dropped connection in the publishing transaction (e.g. PostgreSQL's idle bound
+    ending it while the node was descheduled) is retried, not answered UNAVAILABLE; the
+    message is stored once and delivered once."""
+    from stateward.persistence.messages import MessageRepository
+
+    waiting = await _order(desk, "T-1")
+    real = MessageRepository.add_deliveries
+    faults: list[int] = []
+
+    async def flaky(self, *args: Any, **kw: Any) -> Any:  # type: ignore[no-untyped-def]
+        if not faults:
+            faults.append(1)
+            raise ConnectionError("connection was closed in the middle of operation")
+        return await real(self, *args, **kw)
+
+    monkeypatch.setattr(MessageRepository, "add_deliveries", flaky)
+    result = await _publish(desk, "T-1")
+    assert faults == [1] and result.delivered == [waiting] and not result.duplicate
+    async with desk.rt.uow(readonly=True) as uow:
+        assert len(await uow.messages.deliveries_of(result.message.id)) == 1
+
+
+async def test_a_publish_whose_commit_landed_before_the_fault_is_not_a_duplicate(desk, monkeypatch):
+    """The first attempt committed, then its connection was lost: the retry finds the
+    message this call published (its generated id) and answers it as new, once."""
+    from stateward.persistence.uow import UnitOfWork
+
+    waiting = await _order(desk, "T-2")
+    real = UnitOfWork.commit
+    faults: list[int] = []
+
+    async def lost_after(self) -> None:  # type: ignore[no-untyped-def]
+        await real(self)
+        if not faults and not self.readonly:
+            faults.append(1)
+            raise ConnectionError("connection was closed after COMMIT")
+
+    monkeypatch.setattr(UnitOfWork, "commit", lost_after)
+    result = await _publish(desk, "T-2")
+    assert faults == [1] and not result.duplicate and result.delivered == [waiting]

@@ -36,6 +36,7 @@ from stateward.domain.messages import MAX_KEY, MESSAGE_OP, valid_name
 from stateward.domain.model import Outcome
 from stateward.domain.paths import is_namespace
 from stateward.persistence.messages import DELIVERED, NOT_APPLICABLE
+from stateward.persistence.retry import retry_transient
 from stateward.records import MessageDeliveryRecord, MessageRecord, ProcessRecord
 from stateward.runtime.core.kernel import START, ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
@@ -162,14 +163,29 @@ async def publish(
         "payload": body, "publisher": actor, "published_at": now,
         "expires_at": now + timedelta(seconds=ttl_seconds),
     }  # fmt: skip
-    try:
+    attempts = 0
+
+    async def store() -> tuple[MessageRecord | None, MessageRecord | None]:
+        """(the earlier publication of `ident`, else None; the new message, else None)."""
+        nonlocal attempts
+        attempts += 1
         async with runtime.uow() as uow:
-            existing = await uow.messages.find(namespace, name, ident)
-            if existing is None:
-                message = await uow.messages.add(**values)
-                targets = await uow.messages.waiting(namespace, name, key)
-                await uow.messages.add_deliveries(message.id, targets, now)
-                await uow.commit()
+            found = await uow.messages.find(namespace, name, ident)
+            if found is not None:
+                return found, None
+            added = await uow.messages.add(**values)
+            targets = await uow.messages.waiting(namespace, name, key)
+            await uow.messages.add_deliveries(added.id, targets, now)
+            await uow.commit()
+            return None, added
+
+    try:
+        # a transient fault (the connection ended, e.g. by the idle-in-transaction bound
+        # while this node was descheduled) is retried like every other write
+        existing, message = await retry_transient(store, what="publish message")
+        if existing is not None and message_id is None and attempts > 1:
+            # our own first attempt committed before its connection was lost
+            existing, message = None, existing
     except IntegrityError:  # the same messageId published concurrently
         async with runtime.uow(readonly=True) as uow:
             existing = await uow.messages.find(namespace, name, ident)
@@ -180,6 +196,7 @@ async def publish(
             raise DomainError(REPLAYED, f"messageId {ident!r} was published with other content",
                               pointer="/messageId")  # fmt: skip
         return await _finish(runtime, existing, duplicate=True)
+    assert message is not None
     return await _finish(runtime, message, duplicate=False)
 
 
