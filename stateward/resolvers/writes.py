@@ -76,10 +76,17 @@ async def revoke_api_token(info: Info, token_id: str) -> ApiTokenRecord:
     if not isinstance(token_id, str) or len(token_id) != 64:
         raise DomainError(INVALID_INPUT, "not a token id", pointer="/id")
     revoked = await tokens.revoke_api_token(runtime(info), viewer(info).actor, token_id)
+    _forget_viewers(info)
+    return revoked
+
+
+def _forget_viewers(info: Info) -> None:
+    """Drop this node's cached token viewers: a token revoked here, or the tokens of a key
+    rotated or revoked here, stop authenticating at the next request (other nodes: within
+    `VIEWER_TTL`). Key events publish no `registry.*` message the cache could watch."""
     forget = getattr(info.context.services, "forget_viewers", None)
     if forget is not None:
         forget()
-    return revoked
 
 
 MAX_SUBMIT_EVENTS = 1000
@@ -336,9 +343,13 @@ async def cancel_instance(info: Info, instance: str, reason: str | None) -> ActR
 async def rotate_key(info: Info, new_key: str) -> ActResult:
     """`rotateKey(newKey)`: the viewer's key hands its grants to `newKey` and signs
     nothing more (a `rotate_key` event of the system registry, attested for the viewer)."""
-    return await registry.rotate_key(runtime(info), viewer(info).actor, new_key)
+    result = await registry.rotate_key(runtime(info), viewer(info).actor, new_key)
+    _forget_viewers(info)
+    return result
 
 
 async def revoke_key(info: Info, key: str) -> ActResult:
     """`revokeKey(key)` (system admins): events signed by `key` from now on are refused."""
-    return await registry.revoke_key(runtime(info), viewer(info).actor, key)
+    result = await registry.revoke_key(runtime(info), viewer(info).actor, key)
+    _forget_viewers(info)
+    return result
