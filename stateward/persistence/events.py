@@ -7,16 +7,17 @@ from dataclasses import fields, replace
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, and_, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.errors import classify_integrity_error
 from stateward.persistence.log import queue_leaf
 from stateward.persistence.models import Event
 from stateward.persistence.sequencer import Sequencer
-from stateward.persistence.writebuffer import buffer_of
+from stateward.persistence.writebuffer import EventKey, buffer_of, matching, nonces_by_actor
 from stateward.records import StoredEvent
 
 E = cast(Table, Event.__table__)
@@ -84,6 +85,23 @@ class EventRepository(Repository):
         """The event whose envelope identity (sha256 of canonical bytes) is `identity`."""
         row = (await self.session.execute(select(E).where(E.c.identity == identity))).one_or_none()
         return None if row is None else _record(row)
+
+    async def stored_keys(self, keys: list[EventKey]) -> frozenset[str]:
+        """The identities among `keys` (identity, actor, nonce) whose envelope or whose
+        (actor, nonce) is stored already (the group committer's check before a batch,
+        `writebuffer.AlreadyStored`; SQLite runs it in the commit's tail)."""
+        found: list[Any] = []
+        for chunk in chunks(keys):
+            clauses: list[ColumnElement[bool]] = [
+                E.c.identity.in_([identity for identity, _, _ in chunk])
+            ]
+            clauses += [
+                and_(E.c.actor == actor, E.c.nonce.in_(nonces))
+                for actor, nonces in nonces_by_actor(chunk).items()
+            ]
+            stmt = select(E.c.identity, E.c.actor, E.c.nonce).where(or_(*clauses))
+            found += (await self.session.execute(stmt)).all()
+        return matching(keys, found)
 
     async def by_nonce(self, actor: str, nonce: str) -> StoredEvent | None:
         """The event that used (actor, nonce), or None."""

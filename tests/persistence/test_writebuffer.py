@@ -52,7 +52,8 @@ async def test_queued_rows_go_out_together_and_before_any_other_statement(
         assert seen == [] and all(s.id is None for s in stored)  # nothing sent yet
         # any other statement sees the queued rows: they are sent first
         assert (await uow.processes.get(records[0].id)).state == "s1"  # type: ignore[union-attr]
-        assert seen[:2] == ["UPDATE processes", "INSERT events"]
+        # envelopes stored already are looked for first (`writebuffer.AlreadyStored`)
+        assert seen[:3] == ["SELECT identity,", "UPDATE processes", "INSERT events"]
         assert all(s.id is not None for s in stored)
         more = await uow.events.append(new_event(records[1].id, 2), at(2), defer=True)
         await uow.commit()

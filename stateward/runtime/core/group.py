@@ -36,7 +36,7 @@ from stateward.observe.act import record_answer
 from stateward.persistence import PersistenceConflict, SeqConflict
 from stateward.persistence.errors import is_transient
 from stateward.persistence.retry import TRANSIENT_ATTEMPTS, describe, pause_before
-from stateward.persistence.writebuffer import BufferedWriteFailed
+from stateward.persistence.writebuffer import AlreadyStored, BufferedWriteFailed
 from stateward.records import REGISTRY
 from stateward.runtime.core.act import (
     ActorRoles,
@@ -59,6 +59,9 @@ from stateward.runtime.core.writes import Written
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 64
+#: Seconds after a batch held resubmissions during which SQLite batches look them up
+#: before they are applied (else the commit's tail finds them, after a run in vain).
+PRECHECK_AFTER_RESUBMISSION = 2.0
 
 
 @dataclass
@@ -89,6 +92,8 @@ class _Item:
     trace: Any = field(default_factory=tracing.current, repr=False)  # the caller's context
     #: Its actor's roles at the batch's commit (an envelope signed by its own actor).
     roles: ActorRoles | None = field(default=None, repr=False)
+    #: The item of the same envelope queued before it in its batch (answered alike).
+    first: _Item | None = field(default=None, repr=False)
 
 
 class GroupCommitter:
@@ -104,6 +109,9 @@ class GroupCommitter:
         self.fallbacks = 0
         #: Batches applied again without the write buffer (a queued row was refused).
         self.unbuffered = 0
+        #: Events taken out of a batch because the log held them already (resubmissions).
+        self.resubmitted = 0
+        self._resubmissions_at = float("-inf")
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         #: `hold()`ers queueing a bundle (`act_many`): the writer starts no batch meanwhile,
@@ -210,7 +218,7 @@ class GroupCommitter:
         database fault runs the batch again (`retry.TRANSIENT_ATTEMPTS` times); any other
         failure of the transaction applies the events one by one, and says why."""
         runtime = self.runtime
-        refused: list[_Item] = []
+        items, refused = _first_of_each(items)
         faults = 0
         buffered = True  # off after a queued row was refused (`persistence/writebuffer`)
         while items:
@@ -225,6 +233,15 @@ class GroupCommitter:
                     await cache.prefetch(
                         runtime, uow, [item.signed.envelope.process for item in items]
                     )
+                    if len(items) > 1 and (
+                        uow.dialect == "postgresql"
+                        or time.monotonic() - self._resubmissions_at < PRECHECK_AFTER_RESUBMISSION
+                    ):
+                        # resubmissions first (SQLite: in the commit's tail, no round trip of
+                        # its own, unless some came lately: one round trip, not two runs)
+                        stored = await uow.events.stored_keys([_key(item) for item in items])
+                        if stored:
+                            raise AlreadyStored(stored)
                     for item in items:
                         try:
                             with tracing.attached(item.trace), tracing.span("act.engine"):
@@ -243,6 +260,25 @@ class GroupCommitter:
                         tracing.record_span(
                             "act.commit", committing, time.time_ns(), (i.trace for i in items)
                         )
+            except AlreadyStored as error:
+                # Envelopes applied before (a client catching up sends some again): the
+                # batch again without them, still buffered; they are answered as
+                # resubmissions after its commit (duplicate, or REPLAYED).
+                again = [item for item in items if item.identity not in error.identities]
+                for item in items:
+                    item.written, item.error = None, None
+                if len(again) == len(items):  # nothing of this batch: never loop on it
+                    buffered = False
+                    self.unbuffered += 1
+                    continue
+                for item in items:
+                    if item.identity in error.identities:
+                        item.error = error
+                        refused.append(item)
+                self.resubmitted += len(items) - len(again)
+                self._resubmissions_at = time.monotonic()
+                items = again
+                continue
             except BufferedWriteFailed as error:
                 # No event can be blamed for a queued row: apply them again unbuffered,
                 # where each one's own statements answer for it.
@@ -289,27 +325,47 @@ class GroupCommitter:
             # event is itself submitted here, and the writer must not wait on itself):
             # ONE task for the whole batch, which answers each caller after its publish.
             self._spawn(self._finish(committed))
+        answers = []
         for item in refused:
-            await self._settle(item)
+            if isinstance(item.error, SeqConflict) and item.attested:
+                await self._alone(item)  # on fresh state, before the next batch
+            else:
+                answers.append(item)
+        if answers:  # reads only: off the writer's path
+            self._spawn(self._answer_resubmissions(answers))
 
     def _spawn(self, work: Any) -> None:
         task = self._loop.create_task(work)
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
 
-    async def _settle(self, item: _Item) -> None:
-        """Answer an event the batch did not commit: alone again, or as `act` would."""
-        if isinstance(item.error, SeqConflict) and item.attested:
-            await self._alone(item)
-        else:
+    async def _answer_resubmissions(self, items: list[_Item]) -> None:
+        """Answer events the batch did not commit as `act` would after such a failure:
+        the stored original of an envelope applied before (duplicate), REPLAYED for a
+        used (actor, nonce), else the error. After the commit, so an envelope sent twice
+        in one batch finds its original; a repeat whose first was refused gets its
+        error."""
+        for item in sorted(items, key=lambda i: i.first is not None):  # repeats last
+            if item.first is not None:
+                await asyncio.wait((item.first.future,))
+                if item.first.future.cancelled():
+                    item.future.cancel()
+                    continue
+                failure = item.first.future.exception()
+                if failure is not None:
+                    if not item.future.done():
+                        item.future.set_exception(failure)
+                    continue
             try:
                 result = await _resubmission(
                     self.runtime, item.signed, item.identity, item.error or Exception()
                 )
             except BaseException as error:
-                item.future.set_exception(error)
+                if not item.future.done():
+                    item.future.set_exception(error)
             else:
-                item.future.set_result(result)
+                if not item.future.done():
+                    item.future.set_result(result)
 
     async def _finish(self, items: list[_Item]) -> None:
         """After the commit: publish the batch's bus messages in one call (in commit
@@ -353,6 +409,28 @@ class GroupCommitter:
             item.future.set_exception(error)
         else:
             item.future.set_result(result)
+
+
+def _first_of_each(items: list[_Item]) -> tuple[list[_Item], list[_Item]]:
+    """`items` without the repeats of an envelope queued twice (the same identity),
+    and the repeats: answered after the commit as resubmissions of the first."""
+    seen: dict[str, _Item] = {}
+    first: list[_Item] = []
+    repeats: list[_Item] = []
+    for item in items:
+        earlier = seen.setdefault(item.identity, item)
+        if earlier is item:
+            first.append(item)
+        else:
+            item.first = earlier
+            repeats.append(item)
+    return first, repeats
+
+
+def _key(item: _Item) -> tuple[str, str, str]:
+    """An item's (identity, actor, nonce), as `EventRepository.stored_keys` takes them."""
+    envelope = item.signed.envelope
+    return item.identity, envelope.actor, envelope.nonce
 
 
 async def _roles_at_commit(uow: Any, cache: ReadCache, items: list[_Item]) -> None:
