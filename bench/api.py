@@ -15,7 +15,9 @@ from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the 
    with stateward's PRAGMAs. `ratio_vs_bare` = 1. / 2. (goal ≥ 0.8).
 3. `submitEvent`: client-signed envelopes (signed before each round); `submit_per_s`.
 4. `submitEvents`: 100 client-signed envelopes per request; `batch_submit_per_s` (events/s;
-   null when the server has no `submitEvents`).
+   null when the server has no `submitEvents`). Then the same with 10 of each request's
+   100 envelopes sent before (a client catching up after a lost answer):
+   `batch_resubmit_per_s` (events/s, resent ones included) and its server ms per event.
 5. Delivery to `--subscribers` and twice that many graphql-transport-ws subscribers at a
    steady offered load below capacity (`--offered` deliveries/s, i.e. offered/subscribers
    events/s): p50/p99 from sending the mutation to receipt (`delivery_p99_ms_500`,
@@ -332,7 +334,9 @@ async def bench_throughput(
     acts = [json.dumps({"query": ACT, "variables": {"i": i}}).encode() for i in instances]
     stateward, baseline = Target(server, url), Target(bare, bare.url)
     submit, batch = Target(server, url), Target(server, url)
+    resubmit = Target(server, url)
     batch_supported = True
+    sent: list[dict[str, Any]] = []  # envelopes of the batch rounds (resent later)
 
     def pool(count: int) -> list[bytes]:  # client-signed submitEvent bodies, signed up front
         bodies = []
@@ -342,10 +346,15 @@ async def bench_throughput(
             bodies.append(json.dumps({"query": SUBMIT, "variables": variables}).encode())
         return bodies
 
-    def batches(count: int) -> list[bytes]:  # 100 envelopes per submitEvents request
+    def batches(count: int, resent: int = 0) -> list[bytes]:  # 100 envelopes per request
         out = []
         for n in range(count):
-            items = [sign(instances[(n * 100 + j) % len(instances)]) for j in range(100)]
+            items = [sign(instances[(n * 100 + j) % len(instances)]) for j in range(100 - resent)]
+            if resent:  # spread over the request, from the envelopes applied before
+                for k in range(resent):
+                    items.insert(k * 100 // resent, sent[(n * resent + k) * 7919 % len(sent)])
+            else:
+                sent.extend(items[:: max(1, 100 // 20)])  # a sample to resend later
             out.append(json.dumps({"query": SUBMIT_MANY, "variables": {"l": items}}).encode())
         return out
 
@@ -375,6 +384,10 @@ async def bench_throughput(
             else:
                 await batch.round(4, seconds, lambda i, n, it=iter(many): next(it, None), {},
                                   per_request=100)  # fmt: skip
+                expected = resubmit.rates[-1] if resubmit.rates else 6000.0
+                mixed = batches(max(8, int(expected * seconds * 1.5 / 100)), resent=10)
+                await resubmit.round(4, seconds, lambda i, n, it=iter(mixed): next(it, None),
+                                     {}, per_request=100)  # fmt: skip
 
     def figure(values: list[float]) -> dict[str, float]:
         med, low, high = median_range(values)
@@ -395,6 +408,10 @@ async def bench_throughput(
         "submit_p99_ms": percentile(submit.latencies, 0.99),
         "batch_submit_per_s": median_range(batch.rates)[0] if batch.rates else None,
         "batch_server_ms_per_event": median_range(batch.cpu_ms)[0] if batch.cpu_ms else None,
+        "batch_resubmit_per_s": median_range(resubmit.rates)[0] if resubmit.rates else None,
+        "batch_resubmit_server_ms_per_event": (
+            median_range(resubmit.cpu_ms)[0] if resubmit.cpu_ms else None
+        ),
         "ranges": {
             "actions_per_s": actions,
             "server_ms_per_action": figure(stateward.cpu_ms),
@@ -403,6 +420,7 @@ async def bench_throughput(
             "submit_per_s": figure(submit.rates),
             "submit_server_ms": figure(submit.cpu_ms),
             **({"batch_submit_per_s": figure(batch.rates)} if batch.rates else {}),
+            **({"batch_resubmit_per_s": figure(resubmit.rates)} if resubmit.rates else {}),
         },
     }
     return out

@@ -103,6 +103,26 @@ class EventRepository(Repository):
             found += (await self.session.execute(stmt)).all()
         return matching(keys, found)
 
+    async def by_identities(self, identities: list[str]) -> dict[str, StoredEvent]:
+        """The stored events among these envelope identities, by identity."""
+        found: dict[str, StoredEvent] = {}
+        for chunk in chunks(dict.fromkeys(identities)):
+            rows = await self.session.execute(select(E).where(E.c.identity.in_(chunk)))
+            found.update((row.identity, _record(row)) for row in rows)
+        return found
+
+    async def used_nonces(self, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (actor, nonce) pairs among `pairs` that a stored event used."""
+        found: set[tuple[str, str]] = set()
+        for chunk in chunks(dict.fromkeys(pairs)):
+            by_actor: dict[str, list[str]] = {}
+            for actor, nonce in chunk:
+                by_actor.setdefault(actor, []).append(nonce)
+            clauses = [and_(E.c.actor == a, E.c.nonce.in_(n)) for a, n in by_actor.items()]
+            stmt = select(E.c.actor, E.c.nonce).where(or_(*clauses))
+            found.update((row.actor, row.nonce) for row in await self.session.execute(stmt))
+        return found
+
     async def by_nonce(self, actor: str, nonce: str) -> StoredEvent | None:
         """The event that used (actor, nonce), or None."""
         stmt = select(E).where(E.c.actor == actor, E.c.nonce == nonce)

@@ -232,3 +232,37 @@ async def test_an_items_duplicate_is_a_plain_leaf_with_the_same_answer(api: Api)
     again = (await api.ok(MANY, {"l": [item]}))["submitEvents"]
     assert [r["duplicate"] for r in first + again] == [False, False, True]
     assert first[1]["error"] is not None and again[0]["error"] is None
+
+
+async def test_a_client_catching_up_resends_some_and_gets_each_answer(api: Api) -> None:
+    """A request mixing envelopes applied before with new ones (an offline client
+    catching up after a lost answer): the resent ones answer duplicate with the stored
+    event, one reusing a nonce under another envelope is REPLAYED at its own index, the
+    new ones are applied, in request order, and the log verifies."""
+    ids = await _started(api, 4)
+    sent = [_signed(api, i, "submit", {"fields": {"amount": 1}}) for i in ids]
+    sent += [_signed(api, i, "note", {"text": f"n{n}"}) for n, i in enumerate(ids * 2)]
+    first = (await api.ok(MANY, {"l": sent}, token=None))["submitEvents"]
+    assert [r["duplicate"] for r in first] == [False] * 12
+    from stateward.governance.envelope import build_envelope
+    from stateward.governance.verification import sign_envelope
+
+    other = build_envelope(
+        api.runtime.net, ids[0], "note", "acme/loans/loan", {"text": "other"},
+        api.admin.public, api.runtime.clock.now(), nonce=sent[3]["event"]["nonce"],
+    )  # fmt: skip
+    new = [_signed(api, i, "note", {"text": "later"}) for i in ids]
+    items = [new[0], sent[0], new[1], sent[5], sign_envelope(other, api.admin).to_json(),
+             new[2], sent[11], new[3], sent[0]]  # fmt: skip
+    results = (await api.ok(MANY, {"l": items}, token=None))["submitEvents"]
+    assert [r["index"] for r in results] == list(range(9))
+    assert [r["duplicate"] for r in results] == [
+        False, True, False, True, False, False, True, False, True
+    ]  # fmt: skip
+    assert results[4]["error"]["code"] == "REPLAYED"
+    assert results[4]["error"]["pointer"].startswith("/events/4")
+    assert results[1]["result"]["event"] == first[0]["result"]["event"]
+    assert results[6]["result"]["event"] == first[11]["result"]["event"]
+    assert all(results[i]["error"] is None for i in (0, 1, 2, 3, 5, 6, 7, 8))
+    report = await verify(api.runtime)
+    assert report.valid, report.problems

@@ -665,16 +665,74 @@ async def _resubmission(
 ) -> ActResult:
     """After a failure: the original event if this envelope was already applied,
     REPLAYED if its (actor, nonce) was used by another envelope, else the error."""
-    found = await retry_transient(
-        lambda: _stored_original(
-            runtime, signed, identity, check_nonce or isinstance(error, NonceConflict), error
-        ),
-        what=f"resubmission check on {signed.envelope.process}",
+    [answer] = await resubmissions(runtime, [(signed, identity, error)], check_nonce=check_nonce)
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer
+
+
+#: One resubmission check: the envelope, its identity, and why it was not applied.
+Resubmission = tuple[SignedEnvelope, str, Exception]
+
+
+async def resubmissions(
+    runtime: Runtime, entries: list[Resubmission], *, check_nonce: bool = True
+) -> list[ActResult | BaseException]:
+    """`_resubmission` for many envelopes in ONE read transaction (the group committer's
+    answers to a batch's resent envelopes): per entry, the duplicate result or the error
+    to raise, in order."""
+    stored = await retry_transient(
+        lambda: _stored_originals(runtime, entries, check_nonce),
+        what=f"resubmission check of {len(entries)} events",
     )
-    if isinstance(found, ActResult):
-        return found
+    out: list[ActResult | BaseException] = []
+    for signed, identity, error in entries:
+        try:
+            out.append(_resubmission_answer(signed, identity, error, stored))
+        except DomainError as refusal:
+            out.append(refusal)
+    return out
+
+
+@dataclass
+class _Stored:
+    """What the log holds for a resubmission check: originals by identity, their
+    processes, and the (actor, nonce) pairs used by other envelopes."""
+
+    events: dict[str, StoredEvent]
+    processes: dict[str, ProcessRecord]
+    used: set[tuple[str, str]]
+
+
+async def _stored_originals(
+    runtime: Runtime, entries: list[Resubmission], check_nonce: bool
+) -> _Stored:
+    """The stored events of these very envelopes, their processes, and (when
+    `check_nonce`, or for an entry refused for its nonce) which of the others' (actor,
+    nonce) are used by another event."""
+    async with runtime.uow(readonly=True) as uow:
+        events = await uow.events.by_identities([identity for _, identity, _ in entries])
+        pairs = [
+            (signed.envelope.actor, signed.envelope.nonce)
+            for signed, identity, error in entries
+            if identity not in events and (check_nonce or isinstance(error, NonceConflict))
+        ]
+        used = await uow.events.used_nonces(pairs) if pairs else set()
+        processes = await uow.processes.processes_by_ids({e.process_id for e in events.values()})
+    return _Stored(events, processes, used)
+
+
+def _resubmission_answer(
+    signed: SignedEnvelope, identity: str, error: Exception, stored: _Stored
+) -> ActResult:
+    """One entry's answer from what the log holds (raises its refusal)."""
+    existing = stored.events.get(identity)
+    if existing is not None:
+        _check_original_signer(signed, existing, error)
+        record = stored.processes[existing.process_id]
+        return ActResult(existing, record.snapshot(), record, None, duplicate=True)
     envelope = signed.envelope
-    if found or isinstance(error, NonceConflict):
+    if (envelope.actor, envelope.nonce) in stored.used or isinstance(error, NonceConflict):
         raise DomainError(
             REPLAYED,
             f"nonce {envelope.nonce} of actor {envelope.actor} was already used for another event",
@@ -683,21 +741,3 @@ async def _resubmission(
     if isinstance(error, DomainError):
         raise error
     raise DomainError(CONFLICT, str(error)) from error
-
-
-async def _stored_original(
-    runtime: Runtime, signed: SignedEnvelope, identity: str, check_nonce: bool, error: Exception
-) -> ActResult | bool:
-    """The stored event of this very envelope (as a duplicate result), else whether its
-    (actor, nonce) is used by another event (only looked up when `check_nonce`)."""
-    envelope = signed.envelope
-    async with runtime.uow(readonly=True) as uow:
-        existing = await uow.events.by_identity(identity)
-        if existing is not None:
-            _check_original_signer(signed, existing, error)
-            record = await uow.processes.get(existing.process_id)
-            assert record is not None
-            return ActResult(existing, record.snapshot(), record, None, duplicate=True)
-        if check_nonce:
-            return await uow.events.by_nonce(envelope.actor, envelope.nonce) is not None
-    return False

@@ -42,13 +42,13 @@ from stateward.runtime.core.act import (
     ActorRoles,
     ActResult,
     ReadCache,
-    _resubmission,
     act,
     act_verified,
     apply_in,
     automate_committed,
     op_label,
     publish_committed,
+    resubmissions,
     result_of,
     roles_in_force,
     verify_known,
@@ -345,27 +345,21 @@ class GroupCommitter:
         used (actor, nonce), else the error. After the commit, so an envelope sent twice
         in one batch finds its original; a repeat whose first was refused gets its
         error."""
-        for item in sorted(items, key=lambda i: i.first is not None):  # repeats last
-            if item.first is not None:
-                await asyncio.wait((item.first.future,))
-                if item.first.future.cancelled():
-                    item.future.cancel()
-                    continue
-                failure = item.first.future.exception()
-                if failure is not None:
-                    if not item.future.done():
-                        item.future.set_exception(failure)
-                    continue
-            try:
-                result = await _resubmission(
-                    self.runtime, item.signed, item.identity, item.error or Exception()
-                )
-            except BaseException as error:
-                if not item.future.done():
-                    item.future.set_exception(error)
+        lookups = [item for item in items if item.first is None]
+        repeats = [item for item in items if item.first is not None]
+        if lookups:
+            _answer(lookups, await _resubmissions_of(self.runtime, lookups))
+        for item in repeats:
+            assert item.first is not None
+            await asyncio.wait((item.first.future,))
+            if item.first.future.cancelled():
+                item.future.cancel()
+                continue
+            failure = item.first.future.exception()
+            if failure is not None:
+                _answer([item], [failure])
             else:
-                if not item.future.done():
-                    item.future.set_result(result)
+                _answer([item], await _resubmissions_of(self.runtime, [item]))
 
     async def _finish(self, items: list[_Item]) -> None:
         """After the commit: publish the batch's bus messages in one call (in commit
@@ -409,6 +403,27 @@ class GroupCommitter:
             item.future.set_exception(error)
         else:
             item.future.set_result(result)
+
+
+async def _resubmissions_of(runtime: Runtime, items: list[_Item]) -> list[Any]:
+    """`act.resubmissions` for `items` (a failed read is every item's answer)."""
+    try:
+        return await resubmissions(
+            runtime, [(i.signed, i.identity, i.error or Exception()) for i in items]
+        )
+    except BaseException as error:
+        return [error] * len(items)
+
+
+def _answer(items: list[_Item], answers: list[Any]) -> None:
+    """Resolve each item's future with its answer (an exception is raised to it)."""
+    for item, answer in zip(items, answers, strict=True):
+        if item.future.done():
+            continue
+        if isinstance(answer, BaseException):
+            item.future.set_exception(answer)
+        else:
+            item.future.set_result(answer)
 
 
 def _first_of_each(items: list[_Item]) -> tuple[list[_Item], list[_Item]]:
