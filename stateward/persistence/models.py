@@ -142,7 +142,6 @@ class Event(Base):
         UniqueConstraint("process_id", "seq"),
         UniqueConstraint("actor", "nonce"),
         UniqueConstraint("identity"),
-        Index("ix_events_hash", "hash"),
         # The audit log (issue 16): by time, and by actor and time.
         Index("ix_events_recorded_at_id", "recorded_at", "id"),
         Index("ix_events_actor_recorded_at_id", "actor", "recorded_at", "id"),

@@ -78,7 +78,7 @@ async def test_instance_data_is_carried_over_and_new_values_use_lz4(db_url):
     engine = create_engine(db_url)
     try:
         await init_schema(engine)  # 0016 -> head
-        assert await current_revision(engine) == "0017"
+        assert await current_revision(engine) == "0018"
     finally:
         await engine.dispose()
     assert await _values(db_url) == before  # nothing rewritten, every value readable

@@ -52,7 +52,7 @@ async def test_migrations_create_every_table(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
     assert tables >= EXPECTED_TABLES
-    assert await current_revision(engine) == "0017"
+    assert await current_revision(engine) == "0018"
 
 
 async def test_migrated_schema_matches_the_models(engine: AsyncEngine) -> None:
@@ -85,7 +85,7 @@ async def test_sla_and_outbox_indexes_are_partial(engine: AsyncEngine) -> None:
 async def test_init_schema_twice_changes_nothing(engine: AsyncEngine) -> None:
     await init_schema(engine)
     await init_schema(engine)
-    assert await current_revision(engine) == "0017"
+    assert await current_revision(engine) == "0018"
 
 
 async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -> None:
@@ -183,3 +183,25 @@ def test_json_columns_round_trip_through_orjson_and_fall_back_for_what_it_refuse
     assert loads_json(dumps_json(value)) == value
     assert dumps_json({"big": 2**70}) == '{"big": 1180591620717411303424}'  # json.dumps
     assert loads_json("[1, NaN]")[0] == 1  # orjson refuses NaN: the standard library reads it
+
+
+async def test_the_unused_hash_index_of_events_is_dropped_and_comes_back_on_downgrade(
+    engine: AsyncEngine,
+) -> None:
+    """Migration 0018: `ix_events_hash` (no query reads events by hash) is gone; a
+    downgrade to 0017 creates it again, and the upgrade drops it again."""
+    from alembic import command
+
+    from stateward.persistence.db import alembic_config
+
+    def names(c):  # type: ignore[no-untyped-def]
+        return {i["name"] for i in inspect(c).get_indexes("events")}
+
+    async with engine.begin() as conn:
+        assert "ix_events_hash" not in await conn.run_sync(names)
+        await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0017"))
+        assert "ix_events_hash" in await conn.run_sync(names)
+    await init_schema(engine)
+    async with engine.connect() as conn:
+        assert "ix_events_hash" not in await conn.run_sync(names)
+    assert await current_revision(engine) == "0018"
