@@ -36,7 +36,6 @@ from stateward.schema.types.results import (
     ApiToken,
     ApiTokenInfo,
     Challenge,
-    Problem,
     Session,
     SubmittedEvent,
 )
@@ -84,14 +83,7 @@ class Mutation:
         self, info: Info, events: list[SignedEventInput]
     ) -> list[SubmittedEvent]:
         items = [{"event": e.event, "signature": e.signature, "signer": e.signer} for e in events]
-        return [
-            SubmittedEvent.of(
-                n,
-                ActionResult.from_domain(outcome) if error is None else None,
-                Problem.from_domain(error) if error is not None else None,
-            )
-            for n, (outcome, error) in enumerate(await writes.submit_events(info, items))
-        ]
+        return SubmittedEvent.answers(info, await writes.submit_events(info, items))
 
     @strawberry.mutation
     async def add_workflow(self, info: Info, definition: JSON) -> Workflow:

@@ -266,3 +266,36 @@ async def test_a_client_catching_up_resends_some_and_gets_each_answer(api: Api) 
     assert all(results[i]["error"] is None for i in (0, 1, 2, 3, 5, 6, 7, 8))
     report = await verify(api.runtime)
     assert report.valid, report.problems
+
+
+async def test_results_are_built_only_when_selected_and_duplicates_answer_either_way(
+    api: Api,
+) -> None:
+    """Without `result` in the selection the items' results are not built (a bulk load's
+    `duplicate error{code}`), and `duplicate` answers the same; a fragment selecting it
+    gets it."""
+    from stateward.schema.types import results as results_module
+
+    [a] = await _started(api, 1)
+    item = _signed(api, a, "submit", {"fields": {"amount": 1}})
+    lean = "mutation($l:[SignedEventInput!]!){submitEvents(events:$l){duplicate error{code}}}"
+    built: list[object] = []
+    original = results_module.ActionResult.from_domain.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, result):  # type: ignore[no-untyped-def]
+        built.append(result)
+        return original(cls, result)
+
+    results_module.ActionResult.from_domain = classmethod(counting)  # type: ignore[method-assign,assignment]
+    try:
+        first = (await api.ok(lean, {"l": [item]}, token=None))["submitEvents"]
+        again = (await api.ok(lean, {"l": [item]}, token=None))["submitEvents"]
+        assert built == []
+        framed = """mutation($l:[SignedEventInput!]!){submitEvents(events:$l){
+          duplicate ...F }} fragment F on SubmittedEvent { result { event { seq } } }"""
+        third = (await api.ok(framed, {"l": [item]}, token=None))["submitEvents"]
+    finally:
+        results_module.ActionResult.from_domain = classmethod(original)  # type: ignore[method-assign,assignment]
+    assert first == [{"duplicate": False, "error": None}]
+    assert again == [{"duplicate": True, "error": None}]
+    assert third == [{"duplicate": True, "result": {"event": {"seq": 2}}}] and len(built) == 1

@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 import strawberry
+from strawberry.types import Info
+from strawberry.types.nodes import SelectedField
 
 from stateward.domain.errors import Problem as DomainProblem
 from stateward.records import ApiTokenRecord, NotificationRecord
@@ -118,6 +120,33 @@ class SubmittedEvent:
         """The item's answer (`duplicate` from its result)."""
         return cls(index=index, result=result, error=error,
                    duplicate=result is not None and result.duplicate)  # fmt: skip
+
+    @classmethod
+    def answers(cls, info: Info, outcomes: list[tuple[Any, Any]]) -> list[SubmittedEvent]:
+        """Each item's answer from its (ActResult, None) or (None, domain Problem). The
+        `result` objects (an instance and an event each) are built only when the
+        operation selects `result`: a bulk load asking for `duplicate error{code}` had
+        them built and dropped, ≈ 3 % of the event loop per event (issue 18)."""
+        full = _selects(info, "result")
+        return [
+            cls(
+                index=n,
+                result=ActionResult.from_domain(outcome) if full and error is None else None,
+                error=Problem.from_domain(error) if error is not None else None,
+                duplicate=error is None and bool(outcome.duplicate),
+            )
+            for n, (outcome, error) in enumerate(outcomes)
+        ]
+
+
+def _selects(info: Info, name: str) -> bool:
+    """Whether the field being resolved selects `name` in any of its selections (a
+    fragment counts as selecting it: never less than asked for)."""
+    for field in info.selected_fields:
+        for selection in field.selections:
+            if not isinstance(selection, SelectedField) or selection.name == name:
+                return True
+    return False
 
 
 @strawberry.type
