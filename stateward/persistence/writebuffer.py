@@ -29,6 +29,7 @@ sequencer step but the log's leaf queue and the sequencer, which run after the f
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -58,7 +59,7 @@ class BufferedWriteFailed(Exception):
 
 class AlreadyStored(BufferedWriteFailed):
     """Queued events whose envelope (identity) or (actor, nonce) the log holds already,
-    found before anything was sent (`stored_already`): apply the batch again without
+    found before anything was sent (`refuse_stored`): apply the batch again without
     them, still buffered, and answer them as resubmissions. Without this check each such
     event cost the whole batch a run without the buffer and another without the event:
     a `submitEvents` of 100 envelopes of which 10 were sent before ran ≈ 25 times slower
@@ -69,17 +70,22 @@ class AlreadyStored(BufferedWriteFailed):
         self.identities = identities
 
 
-#: Envelopes looked up per statement of `stored_already` (two variables each at most).
+#: Envelopes looked up per statement of `refuse_stored` (two variables each at most).
 _LOOKUP_CHUNK = 400
 
 
-#: What identifies a stored event for `stored_already`: (identity, actor, nonce).
+#: What identifies a stored event for `refuse_stored`: (identity, actor, nonce).
 EventKey = tuple[str, str, str]
 
 
-def event_keys(events: list[StoredEvent]) -> list[EventKey]:
-    """The (identity, actor, nonce) of each of `events`."""
-    return [(e.identity, e.actor, e.nonce) for e in events]
+def refuse_stored(events: list[StoredEvent], run: Callable[[str, tuple[Any, ...]], Any]) -> None:
+    """Raise `AlreadyStored` for those of `events` the log holds already (by identity or
+    by (actor, nonce)); `run(sql, params)` gives a statement's rows on the caller's
+    connection (SQLAlchemy's inside the greenlet, or the plain `sqlite3` one)."""
+    keys = [(e.identity, e.actor, e.nonce) for e in events]
+    rows = [row for sql, params in already_stored_sql(keys) for row in run(sql, params)]
+    if rows:
+        raise AlreadyStored(matching(keys, rows))
 
 
 def already_stored_sql(keys: list[EventKey]) -> list[tuple[str, tuple[Any, ...]]]:
@@ -144,14 +150,9 @@ class WriteBuffer:
         connection = session.connection()
         dialect = connection.dialect
         memo: dict[Any, Any] = {}  # bound forms of the batch's repeated instants
-        keys = event_keys([e for e, _ in events])
-        rows = [
-            row
-            for sql, params in already_stored_sql(keys)
-            for row in connection.exec_driver_sql(sql, params).all()
-        ]
-        if rows:
-            raise AlreadyStored(matching(keys, rows))
+        refuse_stored(
+            [e for e, _ in events], lambda sql, p: connection.exec_driver_sql(sql, p).all()
+        )
         try:
             # one executemany per run of the same statement, in queue order
             for statement, run in groupby(updates, key=itemgetter(0)):
@@ -224,14 +225,7 @@ class Prepared:
         """Run the statements (sync, on the driver's thread; the transaction is open)
         and set each queued event's id. A refused row raises `BufferedWriteFailed`;
         events stored already raise `AlreadyStored` before anything is sent."""
-        keys = event_keys(self.stored)
-        rows = [
-            row
-            for sql, params in already_stored_sql(keys)
-            for row in conn.execute(sql, params).fetchall()
-        ]
-        if rows:
-            raise AlreadyStored(matching(keys, rows))
+        refuse_stored(self.stored, lambda sql, params: conn.execute(sql, params).fetchall())
         try:
             for sql, rows in self.updates:
                 matched = conn.executemany(sql, rows).rowcount
