@@ -427,3 +427,21 @@ async def test_a_repeat_of_a_refused_envelope_gets_the_same_refusal(admin_rt, op
     assert isinstance(out[0], DomainError) and out[0].code == "WRONG_STATE"
     assert isinstance(out[2], DomainError) and out[2].code == "WRONG_STATE"
     assert not isinstance(out[1], BaseException) and not out[1].duplicate  # type: ignore[union-attr]
+
+
+async def test_many_copies_of_one_envelope_in_a_batch_apply_it_once(admin_rt, operator):
+    """50 copies of one envelope in one bundle (a client's retry loop, or a request built
+    to cost the writer): applied once, the other 49 answered as its duplicates, the batch
+    never run again without its buffer."""
+    from stateward.runtime.core.group import act_many
+
+    (pid,) = await _in_review(admin_rt, operator, 1)
+    signed = sign_as(admin_rt, operator, pid, "note", PATH, {"copy": True})
+    committer = committer_of(admin_rt)
+    unbuffered = committer.unbuffered
+    out = await act_many(admin_rt, [signed] * 50)
+    assert [r.duplicate for r in out] == [False] + [True] * 49  # type: ignore[union-attr]
+    assert len({r.event.id for r in out}) == 1  # type: ignore[union-attr]
+    assert committer.unbuffered == unbuffered
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (await uow.processes.get(pid)).data["notes"] == 1  # type: ignore[union-attr]

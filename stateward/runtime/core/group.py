@@ -349,17 +349,19 @@ class GroupCommitter:
         repeats = [item for item in items if item.first is not None]
         if lookups:
             _answer(lookups, await _resubmissions_of(self.runtime, lookups))
+        if repeats:
+            await asyncio.wait({item.first.future for item in repeats if item.first is not None})
+        found: list[_Item] = []  # repeats of committed firsts: their originals, one read
         for item in repeats:
             assert item.first is not None
-            await asyncio.wait((item.first.future,))
             if item.first.future.cancelled():
                 item.future.cancel()
-                continue
-            failure = item.first.future.exception()
-            if failure is not None:
+            elif (failure := item.first.future.exception()) is not None:
                 _answer([item], [failure])
             else:
-                _answer([item], await _resubmissions_of(self.runtime, [item]))
+                found.append(item)
+        if found:
+            _answer(found, await _resubmissions_of(self.runtime, found))
 
     async def _finish(self, items: list[_Item]) -> None:
         """After the commit: publish the batch's bus messages in one call (in commit
