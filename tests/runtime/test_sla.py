@@ -179,3 +179,35 @@ async def test_a_notification_of_a_kind_the_api_cannot_name_is_refused_before_it
             await notify(uow, desk.analysts[0], "ops", "workflow.sla.late", {}, desk.rt.clock.now())
         await uow.commit()
     assert await list_notifications(desk.rt, desk.analysts[0]) == []
+
+
+async def test_a_transient_fault_in_a_webhook_sweep_is_retried_not_raised(desk, monkeypatch):
+    """A connection lost in the claim or in the outcomes' transaction (PostgreSQL's idle
+    bound ending it on a descheduled node; seen in CI) runs that transaction again: the
+    delivery is sent once and recorded delivered."""
+    from stateward.persistence.uow import UnitOfWork
+
+    receiver = Receiver(statuses=[200])
+    try:
+        await set_webhook(desk.rt, desk.operator, DESK, receiver.url, "k")
+        await desk.ticket_in_review()
+        desk.rt.clock.advance(101)
+        await sla.scan(desk.rt)
+        real = UnitOfWork.commit
+        faults: list[int] = []
+
+        async def lost(self) -> None:  # type: ignore[no-untyped-def]
+            if not self.readonly and len(faults) < 2:  # the claim's, then the outcomes'
+                faults.append(1)
+                raise ConnectionError("connection was closed in the middle of operation")
+            await real(self)
+
+        monkeypatch.setattr(UnitOfWork, "commit", lost)
+        attempts = await webhooks.deliver_due(desk.rt)
+        monkeypatch.setattr(UnitOfWork, "commit", real)
+    finally:
+        receiver.close()
+    assert faults == [1, 1] and [a.ok for a in attempts] == [True]
+    [done] = await webhooks.list_deliveries(desk.rt, DESK)
+    assert (done.status, done.attempts) == ("delivered", 1)
+    assert len(receiver.requests) == 1

@@ -38,6 +38,7 @@ from stateward.domain.registry import webhook_scope
 from stateward.persistence import UnitOfWork
 from stateward.persistence.access import namespace_scopes
 from stateward.persistence.notify import PENDING
+from stateward.persistence.retry import retry_transient
 from stateward.records import DeliveryRecord
 from stateward.runtime.core.kernel import ActContext, apply_engine
 from stateward.runtime.core.ops_support import (
@@ -118,13 +119,21 @@ async def deliver_due(
     """Send the deliveries due at `now` (leased first), record each outcome; returns the
     attempts made. Never raises for a failing receiver."""
     now = now or runtime.clock.now()
-    async with runtime.uow() as uow:
-        due = await uow.webhooks.claim_due_deliveries(now, limit, now + timedelta(seconds=LEASE_S))
-        secrets = {d.namespace: await _secret(uow, d.namespace) for d in due}
-        watched = await uow.incidents.deliveries_with_open_incidents([d.id for d in due])
-        owners = await uow.processes.processes_by_ids(d.process_id for d in due if d.process_id)
-        workflows = {pid: p.workflow for pid, p in owners.items()}
-        await uow.commit()
+
+    async def claim() -> tuple[list[DeliveryRecord], dict[str, Any], set[int], dict[str, str]]:
+        async with runtime.uow() as uow:
+            lease = now + timedelta(seconds=LEASE_S)
+            due = await uow.webhooks.claim_due_deliveries(now, limit, lease)
+            secrets = {d.namespace: await _secret(uow, d.namespace) for d in due}
+            watched = await uow.incidents.deliveries_with_open_incidents([d.id for d in due])
+            owners = await uow.processes.processes_by_ids(d.process_id for d in due if d.process_id)
+            await uow.commit()
+        return due, secrets, watched, {pid: p.workflow for pid, p in owners.items()}
+
+    # A transient fault (PostgreSQL ends a writing transaction idle for 1 s, e.g. on a
+    # descheduled node) runs the claim again: nothing was claimed, or its lease holds the
+    # rows until it ends. The outcomes are absolute values: writing them twice is the same.
+    due, secrets, watched, workflows = await retry_transient(claim, what="webhook claim")
     if not due:
         return []
     own = client is None
@@ -134,15 +143,22 @@ async def deliver_due(
     finally:
         if own:
             await http.aclose()
-    events: list[tuple[DeliveryRecord, Attempt, str]] = []
-    async with runtime.uow() as uow:
-        for delivery, attempt in zip(due, attempts, strict=True):
-            workflow = workflows.get(delivery.process_id or "")
-            if workflow is not None and _is_incident_event(delivery, attempt, watched):
-                events.append((delivery, attempt, workflow))
-                continue
-            await _record(uow, delivery, attempt, now)
-        await uow.commit()
+    events = [
+        (delivery, attempt, workflow)
+        for delivery, attempt in zip(due, attempts, strict=True)
+        if (workflow := workflows.get(delivery.process_id or "")) is not None
+        and _is_incident_event(delivery, attempt, watched)
+    ]
+    recorded = {delivery.id for delivery, _, _ in events}
+
+    async def record() -> None:
+        async with runtime.uow() as uow:
+            for delivery, attempt in zip(due, attempts, strict=True):
+                if delivery.id not in recorded:
+                    await _record(uow, delivery, attempt, now)
+            await uow.commit()
+
+    await retry_transient(record, what="webhook outcomes")
     for delivery, attempt, workflow in events:
         await _record_event(runtime, delivery, attempt, workflow, now)
     return attempts
