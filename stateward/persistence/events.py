@@ -28,6 +28,17 @@ _INSERT = insert(E).returning(E.c.id)
 INSERT_MANY = insert(E).returning(E.c.identity, E.c.id)
 
 
+def _used_nonce(pairs: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
+    """Rows whose (actor, nonce) is one of `pairs`: one `actor = … AND nonce IN (…)` per
+    actor, through the unique (actor, nonce) index."""
+    return or_(
+        *(
+            and_(E.c.actor == actor, E.c.nonce.in_(nonces))
+            for actor, nonces in nonces_by_actor(pairs).items()
+        )
+    )
+
+
 def _record(row: Any) -> StoredEvent:
     return to_record(StoredEvent, row)
 
@@ -92,14 +103,9 @@ class EventRepository(Repository):
         `writebuffer.AlreadyStored`; SQLite runs it in the commit's tail)."""
         found: list[Any] = []
         for chunk in chunks(keys):
-            clauses: list[ColumnElement[bool]] = [
-                E.c.identity.in_([identity for identity, _, _ in chunk])
-            ]
-            clauses += [
-                and_(E.c.actor == actor, E.c.nonce.in_(nonces))
-                for actor, nonces in nonces_by_actor(chunk).items()
-            ]
-            stmt = select(E.c.identity, E.c.actor, E.c.nonce).where(or_(*clauses))
+            used = _used_nonce((actor, nonce) for _, actor, nonce in chunk)
+            known = E.c.identity.in_([identity for identity, _, _ in chunk])
+            stmt = select(E.c.identity, E.c.actor, E.c.nonce).where(or_(known, used))
             found += (await self.session.execute(stmt)).all()
         return matching(keys, found)
 
@@ -115,11 +121,7 @@ class EventRepository(Repository):
         """The (actor, nonce) pairs among `pairs` that a stored event used."""
         found: set[tuple[str, str]] = set()
         for chunk in chunks(dict.fromkeys(pairs)):
-            by_actor: dict[str, list[str]] = {}
-            for actor, nonce in chunk:
-                by_actor.setdefault(actor, []).append(nonce)
-            clauses = [and_(E.c.actor == a, E.c.nonce.in_(n)) for a, n in by_actor.items()]
-            stmt = select(E.c.actor, E.c.nonce).where(or_(*clauses))
+            stmt = select(E.c.actor, E.c.nonce).where(_used_nonce(chunk))
             found.update((row.actor, row.nonce) for row in await self.session.execute(stmt))
         return found
 

@@ -29,7 +29,7 @@ sequencer step but the log's leaf queue and the sequencer, which run after the f
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -98,7 +98,7 @@ def already_stored_sql(keys: list[EventKey]) -> list[tuple[str, tuple[Any, ...]]
         parts = [f"SELECT identity, actor, nonce FROM events WHERE identity IN "
                  f"({', '.join('?' * len(chunk))})"]  # fmt: skip
         params: list[Any] = [identity for identity, _, _ in chunk]
-        for actor, nonces in nonces_by_actor(chunk).items():
+        for actor, nonces in nonces_by_actor((a, n) for _, a, n in chunk).items():
             parts.append(
                 "SELECT identity, actor, nonce FROM events WHERE actor = ? AND nonce IN "
                 f"({', '.join('?' * len(nonces))})"
@@ -108,10 +108,10 @@ def already_stored_sql(keys: list[EventKey]) -> list[tuple[str, tuple[Any, ...]]
     return out
 
 
-def nonces_by_actor(keys: list[EventKey]) -> dict[str, list[str]]:
-    """The nonces of `keys`, grouped by actor (one index range per actor)."""
+def nonces_by_actor(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """The nonces of (actor, nonce) `pairs`, grouped by actor (one index range each)."""
     by_actor: dict[str, list[str]] = {}
-    for _, actor, nonce in keys:
+    for actor, nonce in pairs:
         by_actor.setdefault(actor, []).append(nonce)
     return by_actor
 

@@ -149,12 +149,12 @@ async def deliver_due(
         if (workflow := workflows.get(delivery.process_id or "")) is not None
         and _is_incident_event(delivery, attempt, watched)
     ]
-    recorded = {delivery.id for delivery, _, _ in events}
+    by_event = {delivery.id for delivery, _, _ in events}  # recorded by their `$webhook`
 
     async def record() -> None:
         async with runtime.uow() as uow:
             for delivery, attempt in zip(due, attempts, strict=True):
-                if delivery.id not in recorded:
+                if delivery.id not in by_event:
                     await _record(uow, delivery, attempt, now)
             await uow.commit()
 

@@ -116,12 +116,6 @@ class SubmittedEvent:
     duplicate: bool = strawberry.field(description="True when the event was already in the log.")
 
     @classmethod
-    def of(cls, index: int, result: ActionResult | None, error: Problem | None) -> SubmittedEvent:
-        """The item's answer (`duplicate` from its result)."""
-        return cls(index=index, result=result, error=error,
-                   duplicate=result is not None and result.duplicate)  # fmt: skip
-
-    @classmethod
     def answers(cls, info: Info, outcomes: list[tuple[Any, Any]]) -> list[SubmittedEvent]:
         """Each item's answer from its (ActResult, None) or (None, domain Problem). The
         `result` objects (an instance and an event each) are built only when the
