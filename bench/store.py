@@ -18,8 +18,11 @@ Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`
   (goal >= 0.3);
 - `data_64k_vs_1k`: events/s on instances holding 64 KB of data ÷ 1 KB (goal >= 0.9), with
   `data_64k_vs_1k_cpu` the same ratio in CPU per event (this process's CPU time) and
-  `data_cpu_ms_1k` / `data_cpu_ms_64k` the CPU ms per event; the same with a `_pg` suffix
-  on PostgreSQL when it is reachable (this process's CPU only, not the server's).
+  `data_cpu_ms_1k` / `data_cpu_ms_64k` the CPU ms per event; the same with a `_resize`
+  suffix for an edit that changes the data's length at every event (`$set` of a note of
+  0–12 characters; a tick keeps the length but for the counter's digits), and with a
+  `_pg` suffix on PostgreSQL when it is reachable (this process's CPU only, not the
+  server's).
 Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
 """
 
@@ -56,6 +59,7 @@ COUNTER = {
     "states": {"open": {"label": "Open"}, "done": {"label": "Done", "terminal": True}},
     "actions": {
         "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
+        "note": {"label": "Note", "from": "open", "mutate": {"$set": {"note": "input.note"}}},
         "close": {"label": "Close", "from": "open", "to": "done"},
     },
 }
@@ -70,9 +74,13 @@ async def _events(
     group: bool,
     data: dict[str, Any] | None = None,
     cpu: list[float] | None = None,
+    resize: bool = False,
 ) -> tuple[float, int]:
     """(events/s, bytes of one event row) for `n` ticks through `act` (instances started
-    with `data`; the CPU seconds of the ticks appended to `cpu` when given)."""
+    with `data`; the CPU seconds of the ticks appended to `cpu` when given). With
+    `resize` each event is a `note` instead: `$set` of a string whose length changes
+    from one event to the next (0–12 characters), so the data's JSON text changes length
+    at every event, as most edits do (a tick keeps it: the counter's digits)."""
     operator = generate_keypair()
     await init(rt, operator)
     await registry.deploy_workflow(rt, operator, COUNTER)
@@ -82,7 +90,11 @@ async def _events(
     ]
     rt.group_commit = group
     signed = [
-        sign_as(rt, operator, ids[i % instances], "tick", COUNTER["$path"], {"i": i})
+        sign_as(
+            rt, operator, ids[i % instances], "note", COUNTER["$path"], {"note": "x" * (i % 13)}
+        )
+        if resize
+        else sign_as(rt, operator, ids[i % instances], "tick", COUNTER["$path"], {"i": i})
         for i in range(n)
     ]
     gate = asyncio.Semaphore(concurrency)
@@ -154,15 +166,18 @@ async def _sqlite_rate(
     synchronous: str = "normal",
     data: dict[str, Any] | None = None,
     url: str = "sqlite+aiosqlite:///x.db",
+    resize: bool = False,
 ) -> tuple[float, float]:
     """(events/s, CPU ms per event of this process) on a fresh database of `url`'s kind
-    (a SQLite file by default), group commit on."""
+    (a SQLite file by default), group commit on; `resize` as in `_events`."""
     url = await _fresh(url)
     extra = {"sqlite_synchronous": synchronous} if synchronous != "normal" else {}
     rt = await Runtime.open(Settings(database_url=url, **extra), node_key=generate_keypair())
     cpu: list[float] = []
     try:
-        rate, _ = await _events(rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu)
+        rate, _ = await _events(
+            rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu, resize=resize
+        )
     finally:
         await rt.close()
     return rate, cpu[0] * 1000 / n
@@ -174,9 +189,11 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
     ratio again on PostgreSQL (`_pg` keys; CPU of this process, not the server's)."""
     n = 300 if quick else 1500
     full: list[float] = []
-    sizes = {"": "sqlite+aiosqlite:///x.db"}
+    sqlite_url = "sqlite+aiosqlite:///x.db"
+    #: figure suffix -> (database URL, whether each event changes the data's length)
+    sizes = {"": (sqlite_url, False), "_resize": (sqlite_url, True)}
     if pg:
-        sizes["_pg"] = os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG
+        sizes["_pg"] = (os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG, False)
     data: dict[str, list[float]] = {k: [] for k in sizes}
     data_cpu: dict[str, list[float]] = {k: [] for k in sizes}
     cpu_ms: dict[str, list[tuple[float, float]]] = {k: [] for k in sizes}
@@ -184,9 +201,13 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
         normal_rate, _ = await _sqlite_rate(n, 32, synchronous="normal")
         full_rate, _ = await _sqlite_rate(n, 32, synchronous="full")
         full.append(full_rate / normal_rate)
-        for key, url in sizes.items():
-            small_rate, small_cpu = await _sqlite_rate(n, 24, data=instance_data(1024), url=url)
-            big_rate, big_cpu = await _sqlite_rate(n, 24, data=instance_data(64 * 1024), url=url)
+        for key, (url, resize) in sizes.items():
+            small_rate, small_cpu = await _sqlite_rate(
+                n, 24, data=instance_data(1024), url=url, resize=resize
+            )
+            big_rate, big_cpu = await _sqlite_rate(
+                n, 24, data=instance_data(64 * 1024), url=url, resize=resize
+            )
             data[key].append(big_rate / small_rate)
             data_cpu[key].append(small_cpu / big_cpu)
             cpu_ms[key].append((small_cpu, big_cpu))
@@ -286,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         f"full_vs_normal {result['full_vs_normal']:.2f} (goal >= 0.3)  data_64k_vs_1k "
-        f"{result['data_64k_vs_1k']:.2f} (goal >= 0.9; CPU {result['data_64k_vs_1k_cpu']:.2f})"
+        f"{result['data_64k_vs_1k']:.2f} (goal >= 0.9; CPU {result['data_64k_vs_1k_cpu']:.2f})  "
+        f"resizing edits {result['data_64k_vs_1k_resize']:.2f} "
+        f"(CPU {result['data_64k_vs_1k_resize_cpu']:.2f})"
     )
     if args.json:
         sq, pg = result["sqlite"], result["postgres"]

@@ -14,7 +14,7 @@ from sqlalchemy import cast as sql_cast
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.db import dumps_json, loads_json
 from stateward.persistence.errors import LockOrderError, SeqConflict
-from stateward.persistence.jsonparts import FragmentMemo
+from stateward.persistence.jsonparts import FragmentMemo, padded
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
 from stateward.persistence.types import JsonText
@@ -170,7 +170,9 @@ class ProcessRepository(Repository):
         The new row is this transaction's alone (no other sees it before COMMIT), so it
         counts as held: locking it later is no step out of the lock order."""
         params = {c: getattr(record, c) for c in _COLUMNS}
-        params["data"] = text = JsonText(dumps_json(record.data))
+        dumped = dumps_json(record.data)
+        text = JsonText(padded(dumped, 0) if self.dialect == "sqlite" else dumped)
+        params["data"] = text
         await self.session.execute(_INSERT, params)
         self._seen[record.id] = (record.seq, record.data, len(text))
         if record.head_hash is not None:
@@ -201,10 +203,13 @@ class ProcessRepository(Repository):
             del params["data"]
             size = seen[2]
         else:
+            pad = self.dialect == "sqlite"  # kept at the row's length (`jsonparts`)
             if self.cache is not None and seen is not None:  # large values' text reused
-                text = JsonText(self.cache.parts.dump(record.id, record.data, seen[2]))
+                dumped = self.cache.parts.dump(record.id, record.data, seen[2], pad=pad)
             else:
-                text = JsonText(dumps_json(record.data))
+                dumped = dumps_json(record.data)
+                dumped = padded(dumped, seen[2] if seen is not None else 0) if pad else dumped
+            text = JsonText(dumped)
             params["data"] = text
             size = len(text)
         self._seen[record.id] = (record.seq, record.data, size)

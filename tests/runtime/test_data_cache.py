@@ -1,21 +1,26 @@
 """The process data cache (issue 18): a locked read takes the data a runtime already
 holds only while the row is at the same head_hash; every write stores the new data
 exactly; a write that was rolled back is never served; an event that leaves the data
-alone does not rewrite it. Every test runs on SQLite and PostgreSQL."""
+alone does not rewrite it; on SQLite, large data keeps its stored length through small
+edits (padding) and still reads, searches and verifies as the data. Every test but the
+padding's runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
+from stateward.domain.search import DataCondition, InstanceSearch
 from stateward.governance.keys import KeyPair, generate_keypair
 from stateward.persistence import UnitOfWorkFactory
 from stateward.persistence.db import loads_json
 from stateward.runtime.access import registry
 from stateward.runtime.core.act import ActResult, act
 from stateward.runtime.core.commands import sign_as, start_instance
+from stateward.runtime.core.queries import search_instances
 from stateward.runtime.core.services import Runtime
 from stateward.runtime.insight.verify import verify
 from stateward.settings import Settings
@@ -138,3 +143,53 @@ async def test_a_rolled_back_write_never_enters_the_cache(admin_rt, operator, db
         again = (await uow.processes.lock([pid]))[pid]
     assert (again.seq, again.data, again.head_hash) == (record.seq, BIG, record.head_hash)
     assert await _stored(db_url, pid) == (record.seq, BIG)
+
+
+async def test_small_edits_keep_a_large_rows_stored_length_on_sqlite(
+    admin_rt, operator, db_url, db_kind
+):
+    if db_kind != "sqlite":
+        pytest.skip("padding is SQLite's: jsonb keeps no whitespace to pad with")
+    pid = await _started(admin_rt, operator)
+    admin_rt.group_commit = True
+
+    async def column() -> tuple[int, Any, int]:
+        async with admin_rt.uow(readonly=True) as uow:
+            row = await uow.session.execute(
+                text(
+                    "SELECT length(data), json_extract(data, '$.note'), "
+                    "(SELECT count(*) FROM json_each(data, '$.items')) FROM processes "
+                    "WHERE id = :id"
+                ),
+                {"id": pid},
+            )
+            return tuple(row.one())  # type: ignore[return-value]
+
+    length, _, count = await column()
+    assert count == len(ITEMS)
+    expected: dict[str, Any] = dict(BIG)
+    for note in ("a", "a much longer note", "", "é ünïcode", "b" * 40):
+        result = await _act(admin_rt, operator, pid, "note", {"note": note})
+        expected["note"] = note
+        assert result.record.data == expected
+        assert await column() == (length, note, len(ITEMS))  # written in place
+        assert await _stored(db_url, pid) == (result.record.seq, expected)
+    # Growing past the spare space stores a longer row; the data still reads exactly.
+    result = await _act(admin_rt, operator, pid, "note", {"note": "c" * 4000})
+    expected["note"] = "c" * 4000
+    grown, note, _ = await column()
+    assert grown > length and note == "c" * 4000
+    assert await _stored(db_url, pid) == (result.record.seq, expected)
+    async with admin_rt.uow(readonly=True) as uow:
+        assert (await uow.processes.get(pid)).data == expected  # type: ignore[union-attr]
+    # The search's SQL (SQLite's JSON functions) reads the padded text as the data:
+    for condition in (
+        DataCondition.of("note", "EQ", "c" * 4000, "/0"),
+        DataCondition.of("note", "GT", "b", "/1"),
+        DataCondition.of("items", "EXISTS", True, "/2"),
+    ):
+        page = await search_instances(
+            admin_rt, InstanceSearch(workflow=PATH, data=(condition,)), namespaces=None
+        )
+        assert [r.id for r in page.rows] == [pid], condition
+    assert (await verify(admin_rt, pid)).valid
