@@ -1,7 +1,9 @@
 """Fan-out that executes once: subscribers of one event with the same document share one
-execution, and a subscriber never receives an event of a namespace it may not read —
-whether frames are written from the fan-out loop (`http.ws_protocol`, as `stateward
-serve` runs) or by each subscriber's task (a server without the frame writer)."""
+execution, and a subscriber never receives an event of a namespace it may not read; a
+burst of events committed together reaches every subscriber whole and in bus order (the
+fan-out loop then holds a socket's frames to the end of the round) — whether frames are
+written from the fan-out loop (`http.ws_protocol`, as `stateward serve` runs) or by
+each subscriber's task (a server without the frame writer)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from graph_stack import Api
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from tenant_world import ACT, Socket, serve, subscribed, world
 
-from stateward.http.ws_protocol import FrameWriterProtocol
+from stateward.http.ws_protocol import FrameWriterProtocol, HeldFrames
 from stateward.schema import base
 
 QUERY = 'subscription{events(filter:{types:["workflow.updated"]}){type namespace instanceId}}'
@@ -132,3 +134,40 @@ async def test_different_documents_are_executed_apart(api: Api, ws_url: str) -> 
         await two.close()
     assert set(first["data"]["events"]) == {"type", "namespace", "instanceId"}
     assert set(second["data"]["events"]) == {"cursor"}
+
+
+async def test_a_burst_reaches_every_subscriber_whole_and_in_bus_order(
+    api: Api, ws_url: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    w = await world(api)
+    together: list[int] = []  # frames per write of held frames (`HeldFrames.flush`)
+    flush = HeldFrames.flush
+
+    def counted_flush(self: HeldFrames) -> None:
+        together.append(len(self._held or ()))
+        flush(self)
+
+    monkeypatch.setattr(HeldFrames, "flush", counted_flush)
+    query = 'subscription{events(filter:{types:["workflow.updated"]}){cursor instanceId}}'
+    socks = [await Socket.open(ws_url, api.admin_token) for _ in range(3)]
+    try:
+        for sock in socks:
+            await sock.subscribe(query, {})
+        await subscribed(api, 3)
+        await asyncio.sleep(0.2)
+        await asyncio.gather(*(
+            api.ok(ACT, {"i": t.instance, "a": "note", "in": {"text": f"t{n}"}}, token=t.admin[1])
+            for n in range(8) for t in (w.acme, w.globex)
+        ))  # fmt: skip
+        got = [await _frames(sock, 16) for sock in socks]
+        assert await socks[0].silent(0.3)
+    finally:
+        for sock in socks:
+            await sock.close()
+    cursors = [int(f["data"]["events"]["cursor"]) for f in got[0]]
+    assert cursors == sorted(set(cursors)) and len(cursors) == 16  # bus order, none twice
+    assert got[0] == got[1] == got[2]
+    ids = [f["data"]["events"]["instanceId"] for f in got[0]]
+    assert sorted(ids.count(i) for i in set(ids)) == [8, 8]  # both instances, every event
+    if request.node.callspec.params["ws_url"] != "frame-writer":
+        assert not any(together)  # frames not written from the fan-out loop are never held
