@@ -129,6 +129,10 @@ class HeldFrames:
         if held and not self._transport.is_closing():
             self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
+    def is_closing(self) -> bool:
+        # defined here, not found through `__getattr__`: asked at every frame written
+        return self._transport.is_closing()
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.flush()
         self._transport.write(data)

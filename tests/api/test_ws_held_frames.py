@@ -102,7 +102,9 @@ async def test_an_abort_drops_what_is_held_and_a_closing_socket_writes_nothing(
     held, recorded, _ = link
     held.hold(b"sent")
     held.hold(b"dropped")
+    assert not held.is_closing()
     held.abort()
+    assert held.is_closing()  # the transport's own answer
     await _round_ends()
     assert recorded.writes == [b"sent"]
     held.hold(b"late")  # a new round on a closed transport
