@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from stateward.commands.remote import add_target
+
+#: A public key as `keygen` prints it: 43 base64url characters, and base64url's alphabet
+#: has "-": one key in 64 begins with it, which argparse would take for an option.
+_DASHED_KEY = re.compile(r"-[A-Za-z0-9_-]{42}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a public key beginning with "-" is a value (`key revoke
+    -AbC…`), never an option: no option of this CLI has that shape."""
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        if _DASHED_KEY.fullmatch(arg_string):
+            return None
+        return super()._parse_optional(arg_string)
 
 
 def _db(p: argparse.ArgumentParser) -> None:
@@ -28,9 +44,7 @@ _EPILOG = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="stateward", description=__doc__.splitlines()[0], epilog=_EPILOG
-    )
+    parser = _Parser(prog="stateward", description=__doc__.splitlines()[0], epilog=_EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="validate workflow files or folders of *.json")
