@@ -68,6 +68,13 @@ def padded(text: str, previous: int) -> str:
     return text + " " * spare if spare else text
 
 
+def dump_whole(data: Any, previous: int, *, pad: bool) -> str:
+    """One `dumps_json` of `data`, padded (`padded`, after a text `previous` long) when
+    `pad`: the text of data whose parts are not worth remembering."""
+    text = dumps_json(data)
+    return padded(text, previous) if pad else text
+
+
 class FragmentMemo:
     """Per process id: {key: (value, its JSON text)} for large top-level values, least
     recently used processes dropped past `budget` bytes of text."""
@@ -91,7 +98,7 @@ class FragmentMemo:
         padding): each intermediate string (a `key:value` part, the joined body, the
         braces added) would copy the 64 KB of a large value once more."""
         if orjson is None or last_size < LARGE or type(data) is not dict:
-            return self._whole(data, last_size, pad)
+            return dump_whole(data, last_size, pad=pad)
         old = self._parts.get(process_id)
         known = old[0] if old is not None else {}
         pieces: list[str] = ["{"]
@@ -100,7 +107,7 @@ class FragmentMemo:
         try:
             for key, value in data.items():
                 if type(key) is not str:
-                    return self._whole(data, last_size, pad)
+                    return dump_whole(data, last_size, pad=pad)
                 hit = known.get(key)
                 if hit is not None and hit[0] is value:
                     text = hit[1]
@@ -113,10 +120,10 @@ class FragmentMemo:
                     size += len(text)
                 pieces += (orjson.dumps(key).decode(), ":", text, ",")
         except TypeError:  # a value orjson refuses (an integer past 64 bits)
-            return self._whole(data, last_size, pad)
+            return dump_whole(data, last_size, pad=pad)
         self._keep(process_id, remembered, size)
         if len(pieces) == 1:
-            return self._whole(data, last_size, pad)
+            return dump_whole(data, last_size, pad=pad)
         pieces[-1] = "}"  # the last comma
         if pad:
             length = sum(map(len, pieces))
@@ -124,12 +131,6 @@ class FragmentMemo:
             if spare:
                 pieces.append(" " * spare)
         return "".join(pieces)
-
-    @staticmethod
-    def _whole(data: Any, last_size: int, pad: bool) -> str:
-        """The plain path: one `dumps_json`, padded when asked."""
-        text = dumps_json(data)
-        return padded(text, last_size) if pad else text
 
     def _keep(self, process_id: str, parts: dict[str, tuple[Any, str]], size: int) -> None:
         old = self._parts.pop(process_id, None)

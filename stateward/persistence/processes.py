@@ -12,9 +12,9 @@ from sqlalchemy import Table, Text, bindparam, case, func, insert, null, select,
 from sqlalchemy import cast as sql_cast
 
 from stateward.persistence.base import Repository, chunks, to_record
-from stateward.persistence.db import dumps_json, loads_json
+from stateward.persistence.db import loads_json
 from stateward.persistence.errors import LockOrderError, SeqConflict
-from stateward.persistence.jsonparts import FragmentMemo, padded
+from stateward.persistence.jsonparts import FragmentMemo, dump_whole
 from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment
 from stateward.persistence.types import JsonText
@@ -165,14 +165,18 @@ class ProcessRepository(Repository):
             for process_id, (head_hash, data, size) in pending.items():
                 self.cache.put(process_id, head_hash, data, size)
 
+    @property
+    def _pads(self) -> bool:
+        """Large data is stored padded to keep the row's length through small edits: on
+        SQLite only (jsonb keeps no whitespace; `jsonparts.padded_length`)."""
+        return self.dialect == "sqlite"
+
     async def add(self, record: ProcessRecord) -> None:
         """Insert a new process (its first event is appended after it, same transaction).
         The new row is this transaction's alone (no other sees it before COMMIT), so it
         counts as held: locking it later is no step out of the lock order."""
         params = {c: getattr(record, c) for c in _COLUMNS}
-        dumped = dumps_json(record.data)
-        text = JsonText(padded(dumped, 0) if self.dialect == "sqlite" else dumped)
-        params["data"] = text
+        params["data"] = text = JsonText(dump_whole(record.data, 0, pad=self._pads))
         await self.session.execute(_INSERT, params)
         self._seen[record.id] = (record.seq, record.data, len(text))
         if record.head_hash is not None:
@@ -203,12 +207,11 @@ class ProcessRepository(Repository):
             del params["data"]
             size = seen[2]
         else:
-            pad = self.dialect == "sqlite"  # kept at the row's length (`jsonparts`)
             if self.cache is not None and seen is not None:  # large values' text reused
-                dumped = self.cache.parts.dump(record.id, record.data, seen[2], pad=pad)
+                dumped = self.cache.parts.dump(record.id, record.data, seen[2], pad=self._pads)
             else:
-                dumped = dumps_json(record.data)
-                dumped = padded(dumped, seen[2] if seen is not None else 0) if pad else dumped
+                previous = seen[2] if seen is not None else 0
+                dumped = dump_whole(record.data, previous, pad=self._pads)
             text = JsonText(dumped)
             params["data"] = text
             size = len(text)
