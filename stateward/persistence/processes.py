@@ -60,6 +60,20 @@ _CACHED_SELECT = select(
     case((_ROW_KEY.in_(_KNOWN), null()), else_=sql_cast(P.c.data, Text)).label("data"),
 )
 
+_IDS: Any = bindparam("_ids", expanding=True)
+
+
+def _locked_read(cached: bool, locking: bool) -> Any:
+    stmt = (_CACHED_SELECT if cached else select(P)).where(P.c.id.in_(_IDS)).order_by(P.c.id)
+    return stmt.with_for_update() if locking else stmt
+
+
+#: The statements of `_read_locked` by (with a `DataCache`, `FOR UPDATE`), built once: a
+#: statement built per call cost its construction and cache key every time, and its
+#: `IN` list's bound parameter was left in a reference cycle for the collector (once
+#: per group-commit batch).
+_LOCKED_READS = {(c, f): _locked_read(c, f) for c in (False, True) for f in (False, True)}
+
 
 class DataCache:
     """Parsed instance data as committed, by process id and `head_hash` (shared by the
@@ -261,13 +275,12 @@ class ProcessRepository(Repository):
         found: dict[str, ProcessRecord] = {}
         locking = self.dialect == "postgresql"
         cache = self.cache
+        stmt = _LOCKED_READS[cache is not None, locking]
         for batch in chunks(ordered):
             known = cache.known(batch) if cache is not None else {}
-            stmt = (select(P) if cache is None else _CACHED_SELECT).where(P.c.id.in_(batch))
-            stmt = stmt.order_by(P.c.id)
-            if locking:
-                stmt = stmt.with_for_update()
-            params = {"_known": list(known)} if cache is not None else None
+            params: dict[str, Any] = {"_ids": batch}
+            if cache is not None:
+                params["_known"] = list(known)
             rows = await self.session.execute(stmt, params)
             if cache is None:
                 found.update({r.id: process_record(r) for r in rows})
