@@ -237,28 +237,14 @@ async def _announce(
 WARM_FREEZE_AFTER = 10.0
 
 
-#: Net allocations of container objects that start a young-generation collection
-#: (CPython's default is 700). A request leaves almost no cyclic garbage (the GraphQL
-#: executor's cycle is broken: `schema/base.py`), so a collection finds little to free;
-#: at 700 the objects of the requests in flight crossed the threshold about every fourth
-#: `performAction`, and the collections it started, young and older, took ≈ 5 % of the
-#: server's CPU (docs/performance.md, `gc18`). At most this many unreachable objects wait
-#: for a collection: a few MB.
-YOUNG_THRESHOLD = 10_000
-
-
 def freeze_heap() -> None:
     """Collect, then move every object alive now to the collector's permanent generation
     (`gc.freeze`): a server's long-lived heap (modules, the schema, grammars, caches) is
     then never walked again by the full collections that request garbage triggers. That
     walk was about a fifth of a `performAction`'s CPU (docs/performance.md). Objects frozen
-    here are still freed by reference counting; only a cycle among them would be kept.
-    Also raises the young generation's threshold to `YOUNG_THRESHOLD` (the older ones
-    keep CPython's defaults)."""
+    here are still freed by reference counting; only a cycle among them would be kept."""
     gc.collect()
     gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, middle, old)
 
 
 async def _demo(services: Any, url: str) -> None:

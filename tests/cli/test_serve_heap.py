@@ -1,5 +1,4 @@
-"""`serve` freezes its startup heap once ready, so full collections skip it, and raises the
-young generation's collection threshold (issue 18)."""
+"""`serve` freezes its startup heap once ready, so full collections skip it (issue 18)."""
 
 from __future__ import annotations
 
@@ -18,13 +17,10 @@ from stateward.settings import Settings
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    """Give the test process's frozen objects back to the collector afterwards, and its
-    collection thresholds."""
-    thresholds = gc.get_threshold()
+    """Give the test process's frozen objects back to the collector afterwards."""
     gc.unfreeze()
     yield
     gc.unfreeze()
-    gc.set_threshold(*thresholds)
 
 
 class _Node:
@@ -47,13 +43,6 @@ def test_freeze_heap_puts_the_live_heap_out_of_the_collectors_reach(unfrozen: No
     assert probe() is None
 
 
-def test_freeze_heap_raises_the_young_generations_threshold_only(unfrozen: None) -> None:
-    gc.set_threshold(700, 11, 12)
-    serve_command.freeze_heap()
-    assert gc.get_threshold() == (serve_command.YOUNG_THRESHOLD, 11, 12)
-    assert serve_command.YOUNG_THRESHOLD > 700
-
-
 async def test_serve_freezes_its_heap_before_it_says_ready(
     tmp_path: Path, unfrozen: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,18 +52,14 @@ async def test_serve_freezes_its_heap_before_it_says_ready(
         node_key_file=str(tmp_path / "node.key"),
         port=0,
     )
-    ready: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve_command.serve(
-            settings,
-            on_ready=lambda url: ready.set_result((gc.get_freeze_count(), gc.get_threshold()[0])),
-        )
+        serve_command.serve(settings, on_ready=lambda url: ready.set_result(gc.get_freeze_count()))
     )
     try:
-        frozen, young = await asyncio.wait_for(ready, timeout=60)
+        frozen = await asyncio.wait_for(ready, timeout=60)
     finally:
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
     assert frozen > 10_000  # the modules, the schema and the runtime, not a handful
-    assert young == serve_command.YOUNG_THRESHOLD
