@@ -21,8 +21,9 @@ Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`
   `data_cpu_ms_1k` / `data_cpu_ms_64k` the CPU ms per event; the same with a `_resize`
   suffix for an edit that changes the data's length at every event (`$set` of a note of
   0–12 characters; a tick keeps the length but for the counter's digits), and with a
-  `_pg` suffix on PostgreSQL when it is reachable (this process's CPU only, not the
-  server's).
+  `_pg` suffix on PostgreSQL when it is reachable (`_cpu`: this process's CPU; with a
+  local server also `data_server_ms_1k_pg` / `data_server_ms_64k_pg`, the PostgreSQL
+  cluster's CPU ms per event, from /proc).
 Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
 """
 
@@ -103,11 +104,16 @@ async def _events(
         async with gate:
             await act(rt, item, attested=False)
 
+    server = _server_cpu if make_url(str(rt.engine.url)).get_backend_name() != "sqlite" else None
     start, used = time.perf_counter(), time.process_time()
+    served = server() if server is not None else None
     await asyncio.gather(*(one(s) for s in signed))
     elapsed = time.perf_counter() - start
     if cpu is not None:
         cpu.append(time.process_time() - used)
+        if server is not None and served is not None:
+            after = server()
+            cpu.append(after - served if after is not None else float("nan"))
     row = len(signed[0].envelope.canonical()) + len(signed[0].signature) + 64 * 3 + 200
     return n / elapsed, row
 
@@ -159,6 +165,28 @@ def instance_data(size: int) -> dict[str, Any]:
     return {"items": [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(count)]}
 
 
+def _server_cpu() -> float | None:
+    """CPU seconds used so far by the local PostgreSQL cluster: utime+stime of every
+    `postgres` process, plus the children's it has reaped (a backend that exited), from
+    /proc. None when no such process is visible (a remote server)."""
+    total, seen = 0, False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                line = stat.read()
+        except OSError:
+            continue
+        name = line[line.index("(") + 1 : line.rindex(")")]
+        if not name.startswith("postgres"):
+            continue
+        fields = line[line.rindex(")") + 2 :].split()
+        total += sum(int(fields[k]) for k in (11, 12, 13, 14))
+        seen = True
+    return total / os.sysconf("SC_CLK_TCK") if seen else None
+
+
 async def _sqlite_rate(
     n: int,
     concurrency: int,
@@ -168,8 +196,10 @@ async def _sqlite_rate(
     url: str = "sqlite+aiosqlite:///x.db",
     resize: bool = False,
 ) -> tuple[float, float]:
-    """(events/s, CPU ms per event of this process) on a fresh database of `url`'s kind
-    (a SQLite file by default), group commit on; `resize` as in `_events`."""
+    """(events/s, CPU ms per event of this process, the database server's CPU ms per
+    event or None) on a fresh database of `url`'s kind (a SQLite file by default), group
+    commit on; `resize` as in `_events`. The server's CPU is measured for a local
+    PostgreSQL (`_server_cpu`); on SQLite the database runs in this process."""
     url = await _fresh(url)
     extra = {"sqlite_synchronous": synchronous} if synchronous != "normal" else {}
     rt = await Runtime.open(Settings(database_url=url, **extra), node_key=generate_keypair())
@@ -180,7 +210,7 @@ async def _sqlite_rate(
         )
     finally:
         await rt.close()
-    return rate, cpu[0] * 1000 / n
+    return rate, cpu[0] * 1000 / n, (cpu[1] * 1000 / n if len(cpu) > 1 else None)
 
 
 async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
@@ -197,20 +227,23 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
     data: dict[str, list[float]] = {k: [] for k in sizes}
     data_cpu: dict[str, list[float]] = {k: [] for k in sizes}
     cpu_ms: dict[str, list[tuple[float, float]]] = {k: [] for k in sizes}
+    server_ms: dict[str, list[tuple[float, float]]] = {k: [] for k in sizes}
     for _ in range(rounds):
-        normal_rate, _ = await _sqlite_rate(n, 32, synchronous="normal")
-        full_rate, _ = await _sqlite_rate(n, 32, synchronous="full")
+        normal_rate, _, _ = await _sqlite_rate(n, 32, synchronous="normal")
+        full_rate, _, _ = await _sqlite_rate(n, 32, synchronous="full")
         full.append(full_rate / normal_rate)
         for key, (url, resize) in sizes.items():
-            small_rate, small_cpu = await _sqlite_rate(
+            small_rate, small_cpu, small_server = await _sqlite_rate(
                 n, 24, data=instance_data(1024), url=url, resize=resize
             )
-            big_rate, big_cpu = await _sqlite_rate(
+            big_rate, big_cpu, big_server = await _sqlite_rate(
                 n, 24, data=instance_data(64 * 1024), url=url, resize=resize
             )
             data[key].append(big_rate / small_rate)
             data_cpu[key].append(small_cpu / big_cpu)
             cpu_ms[key].append((small_cpu, big_cpu))
+            if small_server is not None and big_server is not None:
+                server_ms[key].append((small_server, big_server))
     result: dict[str, Any] = {
         "full_vs_normal": statistics.median(full),
         "full_vs_normal_range": [min(full), max(full)],
@@ -225,6 +258,13 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
                 f"data_cpu_ms_64k{key}": statistics.median(c for _, c in cpu_ms[key]),
             }
         )
+        if server_ms[key]:  # a local PostgreSQL: its own CPU per event too
+            result.update(
+                {
+                    f"data_server_ms_1k{key}": statistics.median(c for c, _ in server_ms[key]),
+                    f"data_server_ms_64k{key}": statistics.median(c for _, c in server_ms[key]),
+                }
+            )
     return result
 
 
