@@ -195,7 +195,7 @@ async def _sqlite_rate(
     data: dict[str, Any] | None = None,
     url: str = "sqlite+aiosqlite:///x.db",
     resize: bool = False,
-) -> tuple[float, float]:
+) -> tuple[float, float, float | None]:
     """(events/s, CPU ms per event of this process, the database server's CPU ms per
     event or None) on a fresh database of `url`'s kind (a SQLite file by default), group
     commit on; `resize` as in `_events`. The server's CPU is measured for a local

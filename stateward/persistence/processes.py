@@ -64,6 +64,7 @@ _IDS: Any = bindparam("_ids", expanding=True)
 
 
 def _locked_read(cached: bool, locking: bool) -> Any:
+    """The rows of the ids bound as `_ids`, in id order (`FOR UPDATE` when `locking`)."""
     stmt = (_CACHED_SELECT if cached else select(P)).where(P.c.id.in_(_IDS)).order_by(P.c.id)
     return stmt.with_for_update() if locking else stmt
 
