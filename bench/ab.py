@@ -1,4 +1,4 @@
-"""Two versions of stateward side by side: server CPU per `performAction`, round by round.
+"""Two versions of stateward side by side: server CPU per action, round by round.
 
 On a shared two-core machine the load moves by ±20 % within minutes, more than most
 changes do, so two whole `bench/api.py` runs one after the other cannot tell a 5 %
@@ -7,12 +7,15 @@ checkout's own code and a `--before` revision (`git archive REV stateward` into 
 temporary folder, put first on that server's PYTHONPATH) — each on its own fresh SQLite
 file, and drives them in alternating rounds (A B, B A, …; `--clients` keep-alive
 connections of the lean client of `bench/_common.py`, each on its own instance, a
-`$increment` self-effect as `bench/api.py`). Each round's figure is the server's CPU per
-action (utime+stime of all its threads over the round ÷ actions); the result is the
-ratio after ÷ before of each pair of neighbouring rounds, whose median is steady where
-the medians of the two series are not.
-Usage: `python bench/ab.py --before REV [--rounds N] [--seconds S] [--quick] [--json]`
-(REV: any git revision of this checkout; `--json` prints one JSON object last).
+`$increment` self-effect as `bench/api.py`: `performAction`, or with `--op
+submit-events` 4 connections posting `submitEvents` of 100 client-signed envelopes, signed
+before the rounds). Each round's figure is the server's CPU per action (utime+stime of
+all its threads over the round ÷ actions, or events); the result is the ratio after ÷
+before of each pair of neighbouring rounds, whose median is steady where the medians of
+the two series are not.
+Usage: `python bench/ab.py --before REV [--op perform-action|submit-events] [--rounds N]
+[--seconds S] [--quick] [--json]` (REV: any git revision of this checkout; `--json`
+prints one JSON object last).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Proc, load_average, login, start_stateward
-from api import ACT, Target, prepare
+from _common import Proc, gql, load_average, login, start_stateward
+from api import ACT, COUNTER, SUBMIT_MANY, Target, _signer, prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_SECONDS = 12.0  # past `serve`'s second heap freeze (10 s after start)
@@ -49,25 +52,80 @@ def export_revision(revision: str, folder: Path) -> str:
     return commit
 
 
+#: Envelopes per `submitEvents` request, and its connections (as `bench/api.py`).
+PER_REQUEST = 100
+BATCH_CLIENTS = 4
+
+
+class _Workload:
+    """One server's requests: `performAction` bodies, or `submitEvents` bodies signed
+    before each round (`refill`: enough for the round at 1.5 × the last round's rate),
+    so signing never runs while a round is timed."""
+
+    def __init__(self, server: Proc, folder: str, name: str, clients: int, op: str) -> None:
+        self.target = Target(server, server.url)
+        self.key_file = Path(folder) / f"{name}-operator.json"
+        self.clients, self.op = clients, op
+        self.headers: dict[str, str] = {}
+        self.bodies: list[bytes] = []
+        self.pending: Any = iter(())
+        self.sign: Any = None
+        self.ids: list[str] = []
+
+    async def prepare(self) -> None:
+        url = self.target.url
+        token = await login(url, self.key_file)
+        self.ids = await prepare(url, token, self.clients)
+        if self.op == "perform-action":
+            self.bodies = [json.dumps({"query": ACT, "variables": {"i": i}}).encode()
+                           for i in self.ids]  # fmt: skip
+            self.headers = {"Authorization": f"Bearer {token}"}
+        else:
+            net = (await gql(url, "{net}", {}, token))["net"]
+            self.sign = _signer(self.key_file, net, COUNTER["$path"])
+
+    def refill(self, seconds: float) -> None:
+        if self.sign is None:
+            return
+        rate = self.target.rates[-1] if self.target.rates else 6000.0
+        count = int(rate * seconds * 1.5 / PER_REQUEST) + BATCH_CLIENTS
+        ids = self.ids
+        self.pending = iter([
+            json.dumps({"query": SUBMIT_MANY, "variables": {"l": [
+                self.sign(ids[(n * PER_REQUEST + j) % len(ids)]) for j in range(PER_REQUEST)
+            ]}}).encode()
+            for n in range(count)
+        ])  # fmt: skip
+
+    async def round(self, seconds: float) -> None:
+        self.refill(seconds)
+        if self.sign is None:
+            bodies = self.bodies
+            await self.target.round(self.clients, seconds, lambda i, n: bodies[i], self.headers)
+        else:
+            pending = self.pending
+            await self.target.round(BATCH_CLIENTS, seconds, lambda i, n: next(pending, None),
+                                    {}, per_request=PER_REQUEST)  # fmt: skip
+
+
 async def compare(
-    servers: list[Proc], folder: str, rounds: int, seconds: float, clients: int
+    servers: list[Proc], folder: str, rounds: int, seconds: float, clients: int, op: str
 ) -> list[Target]:
     """Warm both servers, then `rounds` alternating rounds; the two targets' figures."""
-    runs: list[tuple[Target, list[bytes], dict[str, str]]] = []
-    for server, name in zip(servers, ("before", "after"), strict=True):
-        token = await login(server.url, Path(folder) / f"{name}-operator.json")
-        ids = await prepare(server.url, token, clients)
-        bodies = [json.dumps({"query": ACT, "variables": {"i": i}}).encode() for i in ids]
-        runs.append((Target(server, server.url), bodies, {"Authorization": f"Bearer {token}"}))
-    for target, bodies, auth in runs:
-        await target.round(clients, WARM_SECONDS, lambda i, n, b=bodies: b[i], auth)
-        target.rates.clear()
-        target.cpu_ms.clear()
-        target.latencies.clear()
+    loads = [_Workload(server, folder, name, clients, op)
+             for server, name in zip(servers, ("before", "after"), strict=True)]  # fmt: skip
+    for load in loads:
+        await load.prepare()
+    for load in loads:
+        await load.round(WARM_SECONDS)
+        load.target.cpu_ms.clear()
+        load.target.latencies.clear()
     for r in range(rounds):
-        for target, bodies, auth in runs if r % 2 == 0 else runs[::-1]:
-            await target.round(clients, seconds, lambda i, n, b=bodies: b[i], auth)
-    return [target for target, _, _ in runs]
+        for load in loads if r % 2 == 0 else loads[::-1]:
+            await load.round(seconds)
+    for load in loads:
+        del load.target.rates[0]  # the warm-up's (kept until now to size the first round)
+    return [load.target for load in loads]
 
 
 def figures(before: Target, after: Target) -> dict[str, Any]:
@@ -89,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the comparison; print a summary, and with `--json` one JSON object last."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="git revision to compare against")
+    parser.add_argument(
+        "--op", choices=("perform-action", "submit-events"), default="perform-action",
+        help="what each request does (perform-action)",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=12, help="rounds per server (12)")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per round (4)")
     parser.add_argument("--clients", type=int, default=16, help="connections (16)")
@@ -107,21 +169,25 @@ def main(argv: list[str] | None = None) -> int:
             start_stateward(folder, "before", {"PYTHONPATH": str(code)}),
             start_stateward(folder, "after"),
         ]
-        before, after = asyncio.run(compare(servers, folder, rounds, seconds, args.clients))
+        before, after = asyncio.run(
+            compare(servers, folder, rounds, seconds, args.clients, args.op)
+        )
     finally:
         for server in servers:
             server.stop()
         shutil.rmtree(folder, ignore_errors=True)
     result = {
         "before": commit,
+        "op": args.op,
         "rounds": rounds,
         "seconds": seconds,
         "load_average_before": load_before,
         "load_average_after": load_average(),
         **figures(before, after),
     }
+    unit = "action" if args.op == "perform-action" else "event"
     print(
-        f"server CPU per action, after / before (median of {rounds} round pairs): "
+        f"server CPU per {unit}, after / before (median of {rounds} round pairs): "
         f"{result['cpu_ratio_after_vs_before']:.3f} "
         f"[{result['cpu_ratio_range'][0]:.3f}–{result['cpu_ratio_range'][1]:.3f}]; "
         f"before {result['before_server_ms_per_action']:.3f} ms, "
