@@ -74,16 +74,23 @@ class Proc:
                 self.proc.wait(5)
 
 
+def process_stat(pid: int | str) -> tuple[str, list[str]]:
+    """(command name, the fields after it) of /proc/PID/stat: `fields[11]` and `[12]` are
+    utime and stime, `[13]` and `[14]` the reaped children's, in clock ticks."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        line = stat.read()
+    head, _, tail = line.rpartition(")")
+    return head.partition("(")[2], tail.split()
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat), with its
     running children's (a server's helper processes, e.g. the signature worker)."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
+    fields = process_stat(pid)[1]
     total = int(fields[11]) + int(fields[12])
     for child in children_of(pid):
         try:
-            with open(f"/proc/{child}/stat", encoding="ascii") as stat:
-                more = stat.read().rsplit(")", 1)[1].split()
+            more = process_stat(child)[1]
         except OSError:  # exited meanwhile
             continue
         total += int(more[11]) + int(more[12])

@@ -33,14 +33,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Proc, gql, load_average, login, start_stateward
-from api import ACT, COUNTER, SUBMIT_MANY, Target, _signer, prepare
+from api import ACT, COUNTER, Target, _signer, prepare, signed_batch, submit_many
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_SECONDS = 12.0  # past `serve`'s second heap freeze (10 s after start)
 
 
 def export_revision(revision: str, folder: Path) -> str:
-    """`git archive` of `revision`'s `stateward` package into `folder`; its commit id."""
+    """`git archive` of `revision`'s `stateward` package into `folder`; its commit id.
+    A revision beginning with "-" is refused: git would read it as an option."""
+    if revision.startswith("-"):
+        raise ValueError(f"not a revision: {revision!r}")
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"],
         cwd=ROOT, capture_output=True, text=True, check=True,
@@ -58,17 +61,16 @@ BATCH_CLIENTS = 4
 
 
 class _Workload:
-    """One server's requests: `performAction` bodies, or `submitEvents` bodies signed
-    before each round (`refill`: enough for the round at 1.5 × the last round's rate),
-    so signing never runs while a round is timed."""
+    """One server's requests: the same `performAction` bodies every round, or
+    `submitEvents` bodies signed before each round (enough for the round at 1.5 × the
+    last round's rate), so signing never runs while a round is timed."""
 
     def __init__(self, server: Proc, folder: str, name: str, clients: int, op: str) -> None:
         self.target = Target(server, server.url)
         self.key_file = Path(folder) / f"{name}-operator.json"
-        self.clients, self.op = clients, op
+        self.clients, self.batches = clients, op == "submit-events"
         self.headers: dict[str, str] = {}
         self.bodies: list[bytes] = []
-        self.pending: Any = iter(())
         self.sign: Any = None
         self.ids: list[str] = []
 
@@ -76,36 +78,25 @@ class _Workload:
         url = self.target.url
         token = await login(url, self.key_file)
         self.ids = await prepare(url, token, self.clients)
-        if self.op == "perform-action":
+        if self.batches:
+            net = (await gql(url, "{net}", {}, token))["net"]
+            self.sign = _signer(self.key_file, net, COUNTER["$path"])
+        else:
             self.bodies = [json.dumps({"query": ACT, "variables": {"i": i}}).encode()
                            for i in self.ids]  # fmt: skip
             self.headers = {"Authorization": f"Bearer {token}"}
-        else:
-            net = (await gql(url, "{net}", {}, token))["net"]
-            self.sign = _signer(self.key_file, net, COUNTER["$path"])
 
-    def refill(self, seconds: float) -> None:
-        if self.sign is None:
+    async def round(self, seconds: float) -> None:
+        if not self.batches:
+            bodies = self.bodies
+            await self.target.round(self.clients, seconds, lambda i, n: bodies[i], self.headers)
             return
         rate = self.target.rates[-1] if self.target.rates else 6000.0
         count = int(rate * seconds * 1.5 / PER_REQUEST) + BATCH_CLIENTS
-        ids = self.ids
-        self.pending = iter([
-            json.dumps({"query": SUBMIT_MANY, "variables": {"l": [
-                self.sign(ids[(n * PER_REQUEST + j) % len(ids)]) for j in range(PER_REQUEST)
-            ]}}).encode()
-            for n in range(count)
-        ])  # fmt: skip
-
-    async def round(self, seconds: float) -> None:
-        self.refill(seconds)
-        if self.sign is None:
-            bodies = self.bodies
-            await self.target.round(self.clients, seconds, lambda i, n: bodies[i], self.headers)
-        else:
-            pending = self.pending
-            await self.target.round(BATCH_CLIENTS, seconds, lambda i, n: next(pending, None),
-                                    {}, per_request=PER_REQUEST)  # fmt: skip
+        pending = iter([submit_many(signed_batch(self.sign, self.ids, n, PER_REQUEST))
+                        for n in range(count)])  # fmt: skip
+        await self.target.round(BATCH_CLIENTS, seconds, lambda i, n: next(pending, None), {},
+                                per_request=PER_REQUEST)  # fmt: skip
 
 
 async def compare(

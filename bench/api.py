@@ -309,6 +309,16 @@ class Target:
         self.latencies += latencies
 
 
+def signed_batch(sign: Any, instances: list[str], n: int, size: int = 100) -> list[Any]:
+    """The `n`-th request's envelopes: `size` signed bumps, one instance after another."""
+    return [sign(instances[(n * 100 + j) % len(instances)]) for j in range(size)]
+
+
+def submit_many(items: list[Any]) -> bytes:
+    """The body of one `submitEvents` request of `items`."""
+    return json.dumps({"query": SUBMIT_MANY, "variables": {"l": items}}).encode()
+
+
 def _signer(key_file: Path, net: str, workflow: str) -> Any:
     """A function giving `n` signed `bump` envelopes for `instance` (operator key)."""
     from stateward.client.signing import Key, envelope, sign_envelope
@@ -349,13 +359,13 @@ async def bench_throughput(
     def batches(count: int, resent: int = 0) -> list[bytes]:  # 100 envelopes per request
         out = []
         for n in range(count):
-            items = [sign(instances[(n * 100 + j) % len(instances)]) for j in range(100 - resent)]
+            items = signed_batch(sign, instances, n, 100 - resent)
             if resent:  # spread over the request, from the envelopes applied before
                 for k in range(resent):
                     items.insert(k * 100 // resent, sent[(n * resent + k) * 7919 % len(sent)])
             else:
                 sent.extend(items[:: max(1, 100 // 20)])  # a sample to resend later
-            out.append(json.dumps({"query": SUBMIT_MANY, "variables": {"l": items}}).encode())
+            out.append(submit_many(items))
         return out
 
     async def warm() -> None:

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
@@ -51,6 +52,9 @@ from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import sign_as, start_instance
 from stateward.runtime.core.services import Runtime
 from stateward.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import CLOCK_TICKS, process_stat
 
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 COUNTER = {
@@ -174,17 +178,13 @@ def _server_cpu() -> float | None:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                line = stat.read()
-        except OSError:
+            name, fields = process_stat(entry)
+        except OSError:  # exited meanwhile
             continue
-        name = line[line.index("(") + 1 : line.rindex(")")]
-        if not name.startswith("postgres"):
-            continue
-        fields = line[line.rindex(")") + 2 :].split()
-        total += sum(int(fields[k]) for k in (11, 12, 13, 14))
-        seen = True
-    return total / os.sysconf("SC_CLK_TCK") if seen else None
+        if name.startswith("postgres"):
+            total += sum(int(fields[k]) for k in (11, 12, 13, 14))
+            seen = True
+    return total / CLOCK_TICKS if seen else None
 
 
 async def _sqlite_rate(

@@ -49,3 +49,9 @@ def test_an_unknown_revision_is_refused(tmp_path: Path) -> None:
         pytest.skip("not a git checkout")
     with pytest.raises(subprocess.CalledProcessError):
         export_revision("no-such-revision-anywhere", tmp_path)
+
+
+def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a revision"):
+        export_revision("--output=/tmp/x", tmp_path)
+    assert list(tmp_path.iterdir()) == []
