@@ -20,8 +20,10 @@ Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`
   `data_64k_vs_1k_cpu` the same ratio in CPU per event (this process's CPU time) and
   `data_cpu_ms_1k` / `data_cpu_ms_64k` the CPU ms per event; the same with a `_resize`
   suffix for an edit that changes the data's length at every event (`$set` of a note of
-  0–12 characters; a tick keeps the length but for the counter's digits), and with a
-  `_pg` suffix on PostgreSQL when it is reachable (`_cpu`: this process's CPU; with a
+  0–12 characters; a tick keeps the length but for the counter's digits), with a `_keep`
+  suffix for an event that leaves the data as it was (`touch`: a self-transition with no
+  mutation, as an approval or a claim often is), and with `_pg` / `_keep_pg` suffixes
+  on PostgreSQL when it is reachable (`_cpu`: this process's CPU; with a
   local server also `data_server_ms_1k_pg` / `data_server_ms_64k_pg`, the PostgreSQL
   cluster's CPU ms per event, from /proc).
 Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
@@ -65,6 +67,7 @@ COUNTER = {
     "actions": {
         "tick": {"label": "Tick", "from": "open", "mutate": {"$increment": {"n": 1}}},
         "note": {"label": "Note", "from": "open", "mutate": {"$set": {"note": "input.note"}}},
+        "touch": {"label": "Touch", "from": "open"},
         "close": {"label": "Close", "from": "open", "to": "done"},
     },
 }
@@ -79,13 +82,14 @@ async def _events(
     group: bool,
     data: dict[str, Any] | None = None,
     cpu: list[float] | None = None,
-    resize: bool = False,
+    edit: str = "tick",
 ) -> tuple[float, int]:
     """(events/s, bytes of one event row) for `n` ticks through `act` (instances started
     with `data`; the CPU seconds of the ticks appended to `cpu` when given). With
-    `resize` each event is a `note` instead: `$set` of a string whose length changes
+    `edit="note"` each event is a `note` instead: `$set` of a string whose length changes
     from one event to the next (0–12 characters), so the data's JSON text changes length
-    at every event, as most edits do (a tick keeps it: the counter's digits)."""
+    at every event, as most edits do (a tick keeps it: the counter's digits); with
+    `edit="touch"` an event that leaves the data as it was."""
     operator = generate_keypair()
     await init(rt, operator)
     await registry.deploy_workflow(rt, operator, COUNTER)
@@ -94,14 +98,14 @@ async def _events(
         for _ in range(instances)
     ]
     rt.group_commit = group
+    inputs = {"note": lambda i: {"note": "x" * (i % 13)}}
     signed = [
         sign_as(
-            rt, operator, ids[i % instances], "note", COUNTER["$path"], {"note": "x" * (i % 13)}
+            rt, operator, ids[i % instances], edit, COUNTER["$path"],
+            inputs.get(edit, lambda i: {"i": i})(i),
         )
-        if resize
-        else sign_as(rt, operator, ids[i % instances], "tick", COUNTER["$path"], {"i": i})
         for i in range(n)
-    ]
+    ]  # fmt: skip
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: Any) -> None:
@@ -194,11 +198,11 @@ async def _sqlite_rate(
     synchronous: str = "normal",
     data: dict[str, Any] | None = None,
     url: str = "sqlite+aiosqlite:///x.db",
-    resize: bool = False,
+    edit: str = "tick",
 ) -> tuple[float, float, float | None]:
     """(events/s, CPU ms per event of this process, the database server's CPU ms per
     event or None) on a fresh database of `url`'s kind (a SQLite file by default), group
-    commit on; `resize` as in `_events`. The server's CPU is measured for a local
+    commit on; `edit` as in `_events`. The server's CPU is measured for a local
     PostgreSQL (`_server_cpu`); on SQLite the database runs in this process."""
     url = await _fresh(url)
     extra = {"sqlite_synchronous": synchronous} if synchronous != "normal" else {}
@@ -206,7 +210,7 @@ async def _sqlite_rate(
     cpu: list[float] = []
     try:
         rate, _ = await _events(
-            rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu, resize=resize
+            rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu, edit=edit
         )
     finally:
         await rt.close()
@@ -220,10 +224,13 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
     n = 300 if quick else 1500
     full: list[float] = []
     sqlite_url = "sqlite+aiosqlite:///x.db"
-    #: figure suffix -> (database URL, whether each event changes the data's length)
-    sizes = {"": (sqlite_url, False), "_resize": (sqlite_url, True)}
+    #: figure suffix -> (database URL, the action of each event: `_events`)
+    sizes = {"": (sqlite_url, "tick"), "_resize": (sqlite_url, "note")}
+    sizes["_keep"] = (sqlite_url, "touch")
     if pg:
-        sizes["_pg"] = (os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG, False)
+        pg_url = os.environ.get("STATEWARD_TEST_POSTGRES_URL") or DEFAULT_PG
+        sizes["_pg"] = (pg_url, "tick")
+        sizes["_keep_pg"] = (pg_url, "touch")
     data: dict[str, list[float]] = {k: [] for k in sizes}
     data_cpu: dict[str, list[float]] = {k: [] for k in sizes}
     cpu_ms: dict[str, list[tuple[float, float]]] = {k: [] for k in sizes}
@@ -232,12 +239,12 @@ async def _variants(quick: bool, rounds: int, pg: bool) -> dict[str, Any]:
         normal_rate, _, _ = await _sqlite_rate(n, 32, synchronous="normal")
         full_rate, _, _ = await _sqlite_rate(n, 32, synchronous="full")
         full.append(full_rate / normal_rate)
-        for key, (url, resize) in sizes.items():
+        for key, (url, edit) in sizes.items():
             small_rate, small_cpu, small_server = await _sqlite_rate(
-                n, 24, data=instance_data(1024), url=url, resize=resize
+                n, 24, data=instance_data(1024), url=url, edit=edit
             )
             big_rate, big_cpu, big_server = await _sqlite_rate(
-                n, 24, data=instance_data(64 * 1024), url=url, resize=resize
+                n, 24, data=instance_data(64 * 1024), url=url, edit=edit
             )
             data[key].append(big_rate / small_rate)
             data_cpu[key].append(small_cpu / big_cpu)
@@ -349,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         f"full_vs_normal {result['full_vs_normal']:.2f} (goal >= 0.3)  data_64k_vs_1k "
         f"{result['data_64k_vs_1k']:.2f} (goal >= 0.9; CPU {result['data_64k_vs_1k_cpu']:.2f})  "
         f"resizing edits {result['data_64k_vs_1k_resize']:.2f} "
-        f"(CPU {result['data_64k_vs_1k_resize_cpu']:.2f})"
+        f"(CPU {result['data_64k_vs_1k_resize_cpu']:.2f})  "
+        f"data unchanged {result['data_64k_vs_1k_keep']:.2f} "
+        f"(CPU {result['data_64k_vs_1k_keep_cpu']:.2f})"
     )
     if args.json:
         sq, pg = result["sqlite"], result["postgres"]

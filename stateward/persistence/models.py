@@ -57,7 +57,6 @@ class Process(Base):
     namespace: Mapped[str] = mapped_column(String(255))
     workflow: Mapped[str] = mapped_column(String(255))
     workflow_version: Mapped[int] = mapped_column(Integer)
-    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
     state: Mapped[str] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(16))
     seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -107,8 +106,29 @@ class Process(Base):
         # Searches (issue 16): keyset order by time, data conditions by jsonb containment.
         Index("ix_processes_created_at_id", "created_at", "id"),
         Index("ix_processes_updated_at_id", "updated_at", "id"),
+    )
+
+
+class ProcessData(Base):
+    """A process's data, in a row of its own: written only by an event that changes it.
+
+    In the `processes` row it was written again, and on PostgreSQL re-indexed whole in
+    the GIN index below, by every event: each event changes indexed columns of the row
+    (`updated_at`, `last_event_at`), so no update of it is HOT and every index gets an
+    entry for the new row version (docs/decisions.md, "Instance data in a table of its
+    own"). Deleted with its process."""
+
+    __tablename__ = "process_data"
+
+    process_id: Mapped[str] = mapped_column(
+        ForeignKey("processes.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+    __table_args__ = (
+        # Searches (issue 16): data conditions by jsonb containment.
         Index(
-            "ix_processes_data",
+            "ix_process_data_data",
             "data",
             postgresql_using="gin",
             postgresql_ops={"data": "jsonb_path_ops"},

@@ -8,72 +8,79 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, Text, bindparam, case, func, insert, null, select, update
+from sqlalchemy import Table, Text, bindparam, func, insert, select, update
 from sqlalchemy import cast as sql_cast
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.db import loads_json
 from stateward.persistence.errors import LockOrderError, SeqConflict
 from stateward.persistence.jsonparts import FragmentMemo, dump_whole
-from stateward.persistence.models import Process
+from stateward.persistence.models import Process, ProcessData
 from stateward.persistence.models_ops import Assignment
 from stateward.persistence.types import JsonText
 from stateward.persistence.writebuffer import INDEPENDENT, buffer_of
 from stateward.records import INSTANCE, REGISTRY, ProcessRecord
 
-#: Plain table (Core): rows, not identity-mapped objects that could go stale.
+#: Plain tables (Core): rows, not identity-mapped objects that could go stale.
 P = cast(Table, Process.__table__)
+#: Each process's data, one row per process (`models.ProcessData`).
+D = cast(Table, ProcessData.__table__)
 _COLUMNS = tuple(f.name for f in fields(ProcessRecord))
-#: Columns an event may change. Not `parent_id` (fixed when the process starts): on SQLite
-#: an UPDATE that sets a column of a foreign key to its own table deletes and reinserts
-#: the row, rewriting every overflow page of large data (≈ 17 WAL pages for 64 KB);
-#: without it SQLite overwrites the row in place and writes only the pages that changed
-#: (docs/decisions.md, "Large instance data written in place").
+#: Columns an event may change in the `processes` row. Not `parent_id` (fixed when the
+#: process starts): on SQLite an UPDATE that sets a column of a foreign key to its own
+#: table deletes and reinserts the row. The data is in `process_data`.
 _MUTABLE = tuple(
-    c for c in _COLUMNS if c not in ("id", "kind", "created_at", "instance_metadata", "parent_id")
+    c
+    for c in _COLUMNS
+    if c not in ("id", "kind", "created_at", "instance_metadata", "parent_id", "data")
 )
 #: `session.info` key: the process rows this transaction holds `FOR UPDATE` (PostgreSQL).
 HELD_INFO = "stateward.held_processes"
+#: A process row with its data (`data` from `process_data`): what readers select from.
+WITH_DATA = P.join(D, D.c.process_id == P.c.id)
+#: Every column of a process, its data included (select_from `WITH_DATA`).
+RECORD_COLUMNS = (*P.c, D.c.data)
 # Hot-path statements built once (compiled once, executed with parameters).
 _INSERT = insert(P)
+_INSERT_DATA = insert(D)
+#: Processes with their data (`process_record` maps its rows); add the WHERE.
+SELECT_PROCESSES = select(*RECORD_COLUMNS).select_from(WITH_DATA)
 UPDATE = (
     update(P)
     .where(P.c.id == bindparam("_id"), P.c.seq == bindparam("_expected_seq"))
     .values({c: bindparam(c, type_=P.c[c].type) for c in _MUTABLE})
 )
-#: The same without the data column: the event left the data as it was (on PostgreSQL
-#: the row keeps its TOASTed value, nothing of the data is sent or written again).
-UPDATE_KEEP_DATA = (
-    update(P)
-    .where(P.c.id == bindparam("_id"), P.c.seq == bindparam("_expected_seq"))
-    .values({c: bindparam(c, type_=P.c[c].type) for c in _MUTABLE if c != "data"})
+#: The new data of a process (an event that changed it; sent after its `UPDATE`).
+UPDATE_DATA = (
+    update(D)
+    .where(D.c.process_id == bindparam("_id"))
+    .values(data=bindparam("data", type_=D.c.data.type))
+)
+#: `UPDATE` and `UPDATE_DATA` in one statement (PostgreSQL: one round trip): the data
+#: row is written only when the process row was still at the expected seq, and the
+#: statement's row count is the process row's (1, or 0 when another writer moved on).
+_MOVED = UPDATE.returning(P.c.id).cte("moved")
+UPDATE_WITH_DATA = (
+    update(D)
+    .where(D.c.process_id == _MOVED.c.id)
+    .values(data=bindparam("data", type_=D.c.data.type))
 )
 #: Bytes of JSON text the process data cache keeps per unit-of-work factory (about five
 #: times as much in Python objects): 16 MiB holds 250 instances of 64 KB.
 DATA_CACHE_BYTES = 16 * 1024 * 1024
-#: Cache keys the statement of `_read_cached` finds its data for (data not read again).
-_KNOWN: Any = bindparam("_known", expanding=True)
-_ROW_KEY = P.c.id.concat(":").concat(P.c.head_hash)
-#: A process row with its data as JSON text, or NULL when the caller holds that data.
-_CACHED_SELECT = select(
-    *(c for c in P.c if c.name != "data"),
-    case((_ROW_KEY.in_(_KNOWN), null()), else_=sql_cast(P.c.data, Text)).label("data"),
-)
 
 _IDS: Any = bindparam("_ids", expanding=True)
-
-
-def _locked_read(cached: bool, locking: bool) -> Any:
-    """The rows of the ids bound as `_ids`, in id order (`FOR UPDATE` when `locking`)."""
-    stmt = (_CACHED_SELECT if cached else select(P)).where(P.c.id.in_(_IDS)).order_by(P.c.id)
-    return stmt.with_for_update() if locking else stmt
-
-
-#: The statements of `_read_locked` by (with a `DataCache`, `FOR UPDATE`), built once: a
-#: statement built per call cost its construction and cache key every time, and its
-#: `IN` list's bound parameter was left in a reference cycle for the collector (once
-#: per group-commit batch).
-_LOCKED_READS = {(c, f): _locked_read(c, f) for c in (False, True) for f in (False, True)}
+#: The process rows of the ids bound as `_ids`, in id order, without their data (`FOR
+#: UPDATE` or not), built once: a statement built per call cost its construction and
+#: cache key every time, and its `IN` list's bound parameter was left in a reference
+#: cycle for the collector (once per group-commit batch).
+_ROWS_BY_ID = select(P).where(P.c.id.in_(_IDS)).order_by(P.c.id)
+_LOCKED_READS = {False: _ROWS_BY_ID, True: _ROWS_BY_ID.with_for_update()}
+#: The data of the process ids bound as `_ids`, as JSON text (its length is the size
+#: the `DataCache` counts).
+_DATA_READ = select(D.c.process_id, sql_cast(D.c.data, Text).label("data")).where(
+    D.c.process_id.in_(_IDS)
+)
 
 
 class DataCache:
@@ -82,15 +89,16 @@ class DataCache:
 
     A process's data is a function of its event log (`verify` replays it), and its
     `head_hash` is the hash chain over that log, so (id, head_hash) names one value of
-    the data for good, on every node of one database. A locked read of the row
-    (`ProcessRepository.lock`, `get(for_update=True)`) asks for the data column only
-    when the row's key is not the cached one, in the same statement as the rest of the
-    row (one snapshot: a row another node moved on has another head_hash, and its data
-    is read). Entries come from rows a unit of work read or wrote, and enter the cache
-    only when that unit of work commits (a rolled-back write is never served). Cached
-    values are shared, never copied: nothing may mutate process data in place (the
-    domain copies on write, `domain/mutations.py`). Least recently used entries leave
-    past `budget` bytes of JSON text.
+    the data for good, on every node of one database. A locked read of process rows
+    (`ProcessRepository.lock`, `get(for_update=True)`) reads the data of only those rows
+    whose key is not the cached one, in a second statement made after the rows are
+    locked (so on PostgreSQL it sees the data committed with the row it locked: a row
+    another node moved on has another head_hash, and its data is read). Entries come
+    from rows a unit of work read or wrote, and enter the cache only when that unit of
+    work commits (a rolled-back write is never served). Cached values are shared, never
+    copied: nothing may mutate process data in place (the domain copies on write,
+    `domain/mutations.py`). Least recently used entries leave past `budget` bytes of
+    JSON text.
     """
 
     def __init__(self, budget: int = DATA_CACHE_BYTES) -> None:
@@ -156,12 +164,13 @@ def _with_dict_data(record: ProcessRecord) -> ProcessRecord:
 
 
 class ProcessRepository(Repository):
-    """Reads and writes `processes` rows as `ProcessRecord`s.
+    """Reads and writes processes (`processes` rows with their `process_data` row) as
+    `ProcessRecord`s.
 
     With a `DataCache` (the unit of work's factory passes its own), locked reads take
     the data they already hold from it, and what this transaction read and wrote enters
-    it at commit (`committed`). `update` leaves the data column alone when the event
-    did not change the data this transaction read or wrote for that row and seq."""
+    it at commit (`committed`). `update` leaves the data row alone when the event did
+    not change the data this transaction read or wrote for that process and seq."""
 
     def __init__(self, session: Any, cache: DataCache | None = None) -> None:
         super().__init__(session)
@@ -190,9 +199,10 @@ class ProcessRepository(Repository):
         """Insert a new process (its first event is appended after it, same transaction).
         The new row is this transaction's alone (no other sees it before COMMIT), so it
         counts as held: locking it later is no step out of the lock order."""
-        params = {c: getattr(record, c) for c in _COLUMNS}
-        params["data"] = text = JsonText(dump_whole(record.data, 0, pad=self._pads))
+        params = {c: getattr(record, c) for c in _COLUMNS if c != "data"}
+        text = JsonText(dump_whole(record.data, 0, pad=self._pads))
         await self.session.execute(_INSERT, params)
+        await self.session.execute(_INSERT_DATA, {"process_id": record.id, "data": text})
         self._seen[record.id] = (record.seq, record.data, len(text))
         if record.head_hash is not None:
             self._pending[record.id] = (record.head_hash, record.data, len(text))
@@ -204,12 +214,13 @@ class ProcessRepository(Repository):
         (checked against the lock order: see `lock`)."""
         if for_update:
             return (await self._read_locked([process_id])).get(process_id)
-        stmt = select(P).where(Process.id == process_id)
+        stmt = SELECT_PROCESSES.where(P.c.id == process_id)
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else process_record(row)
 
     async def update(self, record: ProcessRecord, expected_seq: int) -> None:
-        """Write every mutable column of `record` if the row is still at `expected_seq`.
+        """Write every mutable column of `record` if the row is still at `expected_seq`,
+        and its data when the event changed it.
 
         Raises `SeqConflict` when another transaction moved the process on first.
         """
@@ -217,9 +228,9 @@ class ProcessRepository(Repository):
         params.update(_id=record.id, _expected_seq=expected_seq)
         seen = self._seen.get(record.id)
         keep = seen is not None and seen[0] == expected_seq and seen[1] == record.data
+        text: JsonText | None = None
         if keep:
             assert seen is not None
-            del params["data"]
             size = seen[2]
         else:
             if self.cache is not None and seen is not None:  # large values' text reused
@@ -228,23 +239,29 @@ class ProcessRepository(Repository):
                 previous = seen[2] if seen is not None else 0
                 dumped = dump_whole(record.data, previous, pad=self._pads)
             text = JsonText(dumped)
-            params["data"] = text
             size = len(text)
         self._seen[record.id] = (record.seq, record.data, size)
         if record.head_hash is not None:
             self._pending[record.id] = (record.head_hash, record.data, size)
         else:
             self._pending.pop(record.id, None)
-        statement = UPDATE_KEEP_DATA if keep else UPDATE
         buffer = buffer_of(self.session)
         if buffer is not None:  # sent with the batch's others (`writebuffer`)
-            buffer.updates.append((statement, params))
+            buffer.updates.append((UPDATE, params))
+            if text is not None:
+                buffer.latest[UPDATE_DATA, record.id] = {"_id": record.id, "data": text}
             return
-        result = await self.session.execute(statement, params)
+        if text is not None and self.dialect == "postgresql":  # one round trip
+            result = await self.session.execute(UPDATE_WITH_DATA, {**params, "data": text})
+            text = None
+        else:
+            result = await self.session.execute(UPDATE, params)
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise SeqConflict(
                 f"process {record.id} is no longer at seq {expected_seq}", process_id=record.id
             )
+        if text is not None:
+            await self.session.execute(UPDATE_DATA, {"_id": record.id, "data": text})
 
     async def next_seq(self, process_id: str) -> int:
         """The seq the next event of `process_id` takes (1 for a process not stored yet)."""
@@ -256,7 +273,7 @@ class ProcessRepository(Repository):
         """Batch loader: the processes among `ids` that exist, by id."""
         found: dict[str, ProcessRecord] = {}
         for batch in chunks(dict.fromkeys(ids)):
-            rows = await self.session.execute(select(P).where(Process.id.in_(batch)))
+            rows = await self.session.execute(SELECT_PROCESSES.where(P.c.id.in_(batch)))
             found.update({r.id: process_record(r) for r in rows})
         return found
 
@@ -271,39 +288,46 @@ class ProcessRepository(Repository):
         return await self._read_locked(sorted(set(ids)))
 
     async def _read_locked(self, ordered: list[str]) -> dict[str, ProcessRecord]:
-        """`lock` of ids already sorted: each row in one statement, its data column
-        only when the cache does not hold that row's data (`DataCache`)."""
+        """`lock` of ids already sorted: the process rows in one statement, then the data
+        of those whose data the cache does not hold at the row's head (`DataCache`) in
+        a second one. Made after the rows are locked, that read sees the data committed
+        with the rows it locked (on PostgreSQL a statement's snapshot is taken when it
+        starts: a join read in the locking statement could pair the newest process row
+        with the data of the snapshot before it)."""
         found: dict[str, ProcessRecord] = {}
         locking = self.dialect == "postgresql"
-        cache = self.cache
-        stmt = _LOCKED_READS[cache is not None, locking]
+        stmt = _LOCKED_READS[locking]
         for batch in chunks(ordered):
-            known = cache.known(batch) if cache is not None else {}
-            params: dict[str, Any] = {"_ids": batch}
-            if cache is not None:
-                params["_known"] = list(known)
-            rows = await self.session.execute(stmt, params)
-            if cache is None:
-                found.update({r.id: process_record(r) for r in rows})
-                continue
+            rows = (await self.session.execute(stmt, {"_ids": batch})).all()
+            known = self.cache.known(batch) if self.cache is not None else {}
+            missing = [r.id for r in rows if f"{r.id}:{r.head_hash}" not in known]
+            texts: dict[str, str] = {}
+            if missing:
+                read = await self.session.execute(_DATA_READ, {"_ids": missing})
+                texts = {process_id: text for process_id, text in read}
             for row in rows:
-                found[row.id] = self._cached_record(cache, known, row)
+                found[row.id] = self._locked_record(row, known, texts)
         if locking:
             self._held(found)
         return found
 
-    def _cached_record(
-        self, cache: DataCache, known: dict[str, tuple[dict[str, Any], int]], row: Any
+    def _locked_record(
+        self, row: Any, known: dict[str, tuple[dict[str, Any], int]], texts: dict[str, str]
     ) -> ProcessRecord:
-        """The record of a `_CACHED_SELECT` row: its data parsed, or the cached value
-        (`known`: what the statement was told the cache holds)."""
+        """The record of a locked process row: its data from the cache (`known`, by row
+        key) or parsed from `texts` (read for the rows the cache did not hold)."""
         values = row._asdict()
-        text = values["data"]
-        if text is None:  # the row is at a key of `known` (the statement's CASE)
-            data, size = known[f"{row.id}:{row.head_hash}"]
-            cache.hits += 1
+        hit = known.get(f"{row.id}:{row.head_hash}")
+        if hit is not None:
+            data, size = hit
+            if self.cache is not None:
+                self.cache.hits += 1
         else:
-            cache.misses += 1
+            text = texts.get(row.id)
+            if text is None:
+                raise LookupError(f"process {row.id} has no process_data row")
+            if self.cache is not None:
+                self.cache.misses += 1
             parsed = loads_json(text)
             data = parsed if isinstance(parsed, dict) else dict(parsed or {})
             size = len(text)
@@ -333,10 +357,8 @@ class ProcessRepository(Repository):
         """Batch loader: the children of each parent, oldest first."""
         found: dict[str, list[ProcessRecord]] = {}
         for batch in chunks(dict.fromkeys(parent_ids)):
-            stmt = (
-                select(P)
-                .where(Process.parent_id.in_(batch))
-                .order_by(Process.created_at, Process.id)
+            stmt = SELECT_PROCESSES.where(Process.parent_id.in_(batch)).order_by(
+                Process.created_at, Process.id
             )
             for row in await self.session.execute(stmt):
                 found.setdefault(row.parent_id or "", []).append(process_record(row))
@@ -344,7 +366,7 @@ class ProcessRepository(Repository):
 
     async def by_entry_token(self, token_hash: str) -> ProcessRecord | None:
         """The instance whose entry token hashes to `token_hash`, or None."""
-        stmt = select(P).where(Process.entry_token_hash == token_hash)
+        stmt = SELECT_PROCESSES.where(Process.entry_token_hash == token_hash)
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else process_record(row)
 
@@ -364,7 +386,7 @@ class ProcessRepository(Repository):
         limit: int = 50,
     ) -> list[ProcessRecord]:
         """Processes matching `where`, oldest first, keyset-paged after (created_at, id)."""
-        stmt = select(P).order_by(Process.created_at, Process.id).limit(limit)
+        stmt = SELECT_PROCESSES.order_by(Process.created_at, Process.id).limit(limit)
         for column, value in (
             (Process.namespace, where.namespace),
             (Process.workflow, where.workflow),

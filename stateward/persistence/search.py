@@ -48,7 +48,7 @@ from stateward.persistence.kernel import namespace_scope
 from stateward.persistence.keyset import SortKey, after, order_by
 from stateward.persistence.models import Event, Process
 from stateward.persistence.models_ops import Assignment, AssignmentCandidate
-from stateward.persistence.processes import process_record
+from stateward.persistence.processes import RECORD_COLUMNS, WITH_DATA, D, process_record
 from stateward.records import INSTANCE, AssignmentRecord, ProcessRecord, StoredEvent
 
 P = cast(Table, Process.__table__)
@@ -68,10 +68,10 @@ class _Postgres:
     """Data conditions on jsonb."""
 
     def contains(self, doc: Any) -> ColumnElement[bool]:
-        return P.c.data.op("@>")(literal(doc, JSONB))  # type: ignore[no-any-return]
+        return D.c.data.op("@>")(literal(doc, JSONB))  # type: ignore[no-any-return]
 
     def value(self, path: Sequence[str]) -> ColumnElement[Any]:
-        return func.jsonb_extract_path(P.c.data, *path, type_=JSONB)
+        return func.jsonb_extract_path(D.c.data, *path, type_=JSONB)
 
     def sort_value(self, path: Sequence[str]) -> ColumnElement[Any]:
         return func.nullif(self.value(path), literal_column("'null'::jsonb", JSONB), type_=JSONB)
@@ -88,11 +88,11 @@ class _Postgres:
             return self.contains(_nest(c.path, inner))
         if c.op == "EXISTS":
             jsonpath = "$" + "".join(f'."{k}"' for k in c.path)
-            found = P.c.data.op("@?")(literal(jsonpath, JSONPATH))
+            found = D.c.data.op("@?")(literal(jsonpath, JSONPATH))
             return found if c.value else not_(found)  # type: ignore[no-any-return]
         method = _RANGE_SQL[c.op]
         if isinstance(c.value, str):
-            text = func.jsonb_extract_path_text(P.c.data, *c.path).collate("C")
+            text = func.jsonb_extract_path_text(D.c.data, *c.path).collate("C")
             typed = func.jsonb_typeof(self.value(c.path)) == "string"
             return and_(typed, getattr(text, method)(c.value))
         typed = func.jsonb_typeof(self.value(c.path)) == "number"
@@ -107,13 +107,13 @@ class _Sqlite:
         return "$" + "".join(f'."{k}"' for k in path)
 
     def value(self, path: Sequence[str]) -> ColumnElement[Any]:
-        return func.json_extract(P.c.data, self._path(path))
+        return func.json_extract(D.c.data, self._path(path))
 
     def sort_value(self, path: Sequence[str]) -> ColumnElement[Any]:
         return self.value(path)
 
     def kind(self, path: Sequence[str]) -> ColumnElement[Any]:
-        return func.json_type(P.c.data, self._path(path))
+        return func.json_type(D.c.data, self._path(path))
 
     @staticmethod
     def _scalar_is(kind: ColumnElement[Any], value: ColumnElement[Any], v: Any) -> Any:
@@ -129,7 +129,7 @@ class _Sqlite:
         return func.coalesce(self._scalar_is(self.kind(path), self.value(path), v), False) == 1
 
     def has_element(self, path: Sequence[str], v: Any) -> ColumnElement[bool]:
-        each = func.json_each(P.c.data, self._path(path)).table_valued("value", "type")
+        each = func.json_each(D.c.data, self._path(path)).table_valued("value", "type")
         return exists().select_from(each).where(self._scalar_is(each.c.type, each.c.value, v))
 
     def condition(self, c: DataCondition) -> ColumnElement[bool]:
@@ -152,6 +152,12 @@ class _Sqlite:
         kind = self.kind(c.path)
         typed = kind == "text" if isinstance(c.value, str) else kind.in_(("integer", "real"))
         return and_(typed, getattr(self.value(c.path), method)(c.value))
+
+
+def instances_from(search: InstanceSearch) -> Any:
+    """What a search's statement selects from: the processes, joined to their data when
+    a condition reads it (the data is in `process_data`)."""
+    return WITH_DATA if search.data else P
 
 
 def _open_assignment(column: Any, value: str) -> ColumnElement[bool]:
@@ -232,8 +238,10 @@ class SearchRepository(Repository):
     ) -> Select[Any]:
         """The SELECT of one page (see `instances`)."""
         keys = self.instance_keys(order)
-        stmt = select(P, keys[0].expr.label("sort_value")).where(
-            *self.instance_where(search, namespaces)
+        stmt = (
+            select(*RECORD_COLUMNS, keys[0].expr.label("sort_value"))
+            .select_from(WITH_DATA)
+            .where(*self.instance_where(search, namespaces))
         )
         if position is not None:
             position = (sort_value_of(order, position[0]), position[1])
@@ -244,7 +252,8 @@ class SearchRepository(Repository):
         self, search: InstanceSearch, *, namespaces: Sequence[str] | None
     ) -> Select[Any]:
         """The COUNT of every match (see `count_instances`)."""
-        return select(func.count()).select_from(P).where(*self.instance_where(search, namespaces))
+        where = self.instance_where(search, namespaces)
+        return select(func.count()).select_from(instances_from(search)).where(*where)
 
     async def instances(
         self,
@@ -278,6 +287,7 @@ class SearchRepository(Repository):
         """Ids of up to `limit` matches, oldest first (bulk operations work on these)."""
         stmt = (
             select(P.c.id)
+            .select_from(instances_from(search))
             .where(*self.instance_where(search, namespaces))
             .order_by(P.c.created_at, P.c.id)
             .limit(limit)
@@ -450,6 +460,7 @@ class CountRepository(Repository):
         where = SearchRepository(self.session).instance_where(search, namespaces)
         stmt = (
             select(*keys, func.count().label("n"))
+            .select_from(instances_from(search))
             .where(*where)
             .group_by(*keys)
             .order_by(*keys)

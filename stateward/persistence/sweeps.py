@@ -16,7 +16,7 @@ from sqlalchemy import and_, select, update
 
 from stateward.domain.model import ACTIVE, LIVE_STATUSES, STALE
 from stateward.persistence.base import Repository
-from stateward.persistence.processes import P, process_record
+from stateward.persistence.processes import SELECT_PROCESSES, P, process_record
 from stateward.records import INSTANCE, ProcessRecord, SlaClaim
 
 WARNING = "warning"
@@ -50,11 +50,11 @@ class SweepRepository(Repository):
         ids = await self.lock_candidates(candidates)
         if not ids:
             return []
-        stmt = update(P).where(P.c.id.in_(ids), due).values({mark.name: now}).returning(*P.c)
-        rows = (await self.session.execute(stmt)).all()
+        stmt = update(P).where(P.c.id.in_(ids), due).values({mark.name: now}).returning(P.c.id)
+        won = list((await self.session.execute(stmt)).scalars())
         claims = [
-            SlaClaim(kind=kind, deadline=getattr(row, deadline.name), process=process_record(row))
-            for row in rows
+            SlaClaim(kind=kind, deadline=getattr(record, deadline.name), process=record)
+            for record in await self._records(won)
         ]
         return sorted(claims, key=lambda c: (c.deadline, c.process.id))
 
@@ -76,7 +76,15 @@ class SweepRepository(Repository):
             update(P)
             .where(P.c.id.in_(ids), idle)
             .values(status=STALE, updated_at=now)
-            .returning(*P.c)
+            .returning(P.c.id)
         )
-        records = [process_record(row) for row in await self.session.execute(stmt)]
+        records = await self._records(list((await self.session.execute(stmt)).scalars()))
         return sorted(records, key=lambda r: (r.last_event_at, r.id))
+
+    async def _records(self, ids: list[str]) -> list[ProcessRecord]:
+        """The processes `ids` as this transaction now sees them, their data included
+        (the claim's UPDATE returns the ids it won; the data is in `process_data`)."""
+        if not ids:
+            return []
+        stmt = SELECT_PROCESSES.where(P.c.id.in_(ids))
+        return [process_record(row) for row in await self.session.execute(stmt)]

@@ -5,9 +5,9 @@ row (UPDATE) and its event row (INSERT) as two statements; on SQLite each statem
 round trip to aiosqlite's thread. With a `WriteBuffer` on the unit of work
 (`UnitOfWork.buffer_writes()`, SQLite only) `ProcessRepository.update` and
 `EventRepository.append` queue their rows instead, and the buffer sends them as ONE
-`executemany` UPDATE (one per run of the same statement: an update that keeps the data
-column is another) and ONE multi-row `INSERT … RETURNING id` just before any other
-statement of the transaction and at commit. So nothing can ever read around a queued row:
+`executemany` UPDATE of the process rows, ONE of the data rows the batch changed (each
+one's last value: `latest`) and ONE multi-row `INSERT … RETURNING id` just before any
+other statement of the transaction and at commit. So nothing can ever read around a queued row:
 every other statement, read or write, runs after the rows queued before it (a
 `do_orm_execute` hook on the session), and the sequencer step runs after the flush. The
 one exception is a statement marked `INDEPENDENT` (it touches neither table, e.g. the
@@ -134,18 +134,27 @@ class WriteBuffer:
 
     def __init__(self, insert: Any) -> None:
         self._insert = insert
-        #: (UPDATE statement, its parameters), in the order queued: an update that
-        #: keeps the data column is another statement than one that writes it.
+        #: (UPDATE statement, its parameters) of process rows, in the order queued.
         self.updates: list[tuple[Any, dict[str, Any]]] = []
+        #: (UPDATE statement, row key) -> its parameters: rows only the last write of
+        #: which matters (a process's data: each event's replaces the one before).
+        self.latest: dict[tuple[Any, Any], dict[str, Any]] = {}
         self.events: list[tuple[StoredEvent, dict[str, Any]]] = []
 
     def __bool__(self) -> bool:
-        return bool(self.updates or self.events)
+        return bool(self.updates or self.latest or self.events)
+
+    def _take_updates(self) -> list[tuple[Any, dict[str, Any]]]:
+        """The queued updates to send, in order: the process rows (`coalesced`), then
+        the last write of each `latest` row (emptied here)."""
+        queued, self.updates = self.updates, []
+        latest, self.latest = self.latest, {}
+        return coalesced(queued) + [(key[0], values) for key, values in latest.items()]
 
     def flush(self, session: Session) -> None:
         """Send the queued rows (sync: inside the async session's greenlet)."""
-        queued, self.updates = self.updates, []
-        updates = coalesced(queued)
+        queued = len(self.updates)
+        updates = self._take_updates()
         events, self.events = self.events, []
         connection = session.connection()
         dialect = connection.dialect
@@ -162,8 +171,8 @@ class WriteBuffer:
                 matched = result.rowcount
                 if matched != len(params):
                     raise BufferedWriteFailed(
-                        f"{len(params) - matched} of {len(params)} queued process updates "
-                        "found their row at another seq"
+                        f"{len(params) - matched} of {len(params)} queued updates did not "
+                        "find their row (a process row at another seq)"
                     )
             if events:
                 ids = self._insert_events([values for _, values in events], connection, memo)
@@ -172,7 +181,7 @@ class WriteBuffer:
         except IntegrityError as error:
             raise BufferedWriteFailed(f"a queued event row was refused: {error.orig}") from error
         stats["flushes"] += 1
-        stats["updates"] += len(queued)
+        stats["updates"] += queued
         stats["update_rows"] += len(updates)
         stats["events"] += len(events)
 
@@ -180,12 +189,13 @@ class WriteBuffer:
         """Take the queued rows, bound for the driver (on the event loop), to be sent by
         `Prepared.send` on the driver's own thread (`persistence/tail.py`: the SQLite
         commit's one round trip)."""
-        queued, self.updates = self.updates, []
+        queued = len(self.updates)
+        updates = self._take_updates()
         events, self.events = self.events, []
         memo: dict[Any, Any] = {}
         prepared = Prepared([stored for stored, _ in events])
-        prepared.queued = len(queued)
-        for statement, run in groupby(coalesced(queued), key=itemgetter(0)):
+        prepared.queued = queued
+        for statement, run in groupby(updates, key=itemgetter(0)):
             params = [values for _, values in run]
             plan = _plan(statement, tuple(params[0]), dialect)
             prepared.updates.append((plan.sql, plan.rows(params, memo)))
@@ -231,8 +241,8 @@ class Prepared:
                 matched = conn.executemany(sql, rows).rowcount
                 if matched != len(rows):
                     raise BufferedWriteFailed(
-                        f"{len(rows) - matched} of {len(rows)} queued process updates "
-                        "found their row at another seq"
+                        f"{len(rows) - matched} of {len(rows)} queued updates did not "
+                        "find their row (a process row at another seq)"
                     )
             ids: dict[str, int] = {}
             for sql, flat in self.inserts:
@@ -252,9 +262,8 @@ def coalesced(updates: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict
     """The queued process updates, one per process: a batch with several events of one
     process queued one full-row UPDATE per event, each expecting the seq the one before
     it wrote; inside the transaction only the last one's values survive. So each chain
-    becomes ONE update: the last one's values, the first one's expected seq (the row's
-    seq before the batch, so a lost seq is still found), and the data column of the last
-    update that wrote it (a later "data kept" update kept exactly that). In the order of
+    becomes ONE update: the last one's values and the first one's expected seq (the
+    row's seq before the batch, so a lost seq is still found). In the order of
     each process's first update. A chain that is not one (an update not expecting the
     seq the one before it wrote) leaves every update as queued, so the flush refuses
     them exactly as before."""
@@ -272,13 +281,7 @@ def coalesced(updates: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict
             out.append(chain[0])
             continue
         statement, last = chain[-1]
-        values = dict(last, _expected_seq=chain[0][1]["_expected_seq"])
-        if "data" not in values:
-            wrote = [entry for entry in chain if "data" in entry[1]]
-            if wrote:
-                statement = wrote[-1][0]
-                values["data"] = wrote[-1][1]["data"]
-        out.append((statement, values))
+        out.append((statement, dict(last, _expected_seq=chain[0][1]["_expected_seq"])))
     return out
 
 

@@ -16,9 +16,9 @@ import pytest
 from graph_stack import Api
 from sqlalchemy import insert
 
-from stateward.persistence.models import Process
 from stateward.persistence.models_ops import Assignment, AssignmentCandidate
 from stateward.records import INSTANCE, AssignmentRecord, ProcessRecord
+from tests.process_rows import insert_processes
 
 N = 1500
 PAGE = 100
@@ -68,7 +68,7 @@ PROCESSES, TASKS, NAMESPACE_OF = _world()
 @pytest.fixture
 async def seeded(api: Api) -> Api:
     async with api.runtime.uow() as uow:
-        await uow.session.execute(insert(Process.__table__), [asdict(p) for p in PROCESSES])
+        await insert_processes(uow.session, PROCESSES)
         await uow.session.execute(insert(Assignment.__table__), [asdict(t) for t in TASKS])
         candidates = [
             {"assignment_id": t.id, "candidate": c} for t in TASKS for c in t.candidate_users or ()

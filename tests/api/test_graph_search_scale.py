@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from graph_stack import Api
-from sqlalchemy import insert
 
-from stateward.persistence.models import Process
 from stateward.persistence.uow import DbTimeouts, UnitOfWorkFactory
 from stateward.records import INSTANCE, ProcessRecord
+from tests.process_rows import insert_processes
 
 N = 2000
 PAGE = 100
@@ -73,7 +71,7 @@ async def seeded(api: Api) -> Api:
     # it when a loaded box deschedules the test between the insert's batches).
     seed = UnitOfWorkFactory(api.runtime.uow.sessions, DbTimeouts(lock_ms=1000, idle_ms=30_000))
     async with seed() as uow:
-        await uow.session.execute(insert(Process.__table__), [asdict(r) for r in ROWS])
+        await insert_processes(uow.session, ROWS)
         await uow.commit()
     return api
 

@@ -212,8 +212,10 @@ def test_truncating_a_process_and_rolling_back_its_row_is_caught(db_url, tmp_pat
         ("DELETE FROM state_visits WHERE process_id = :c", {"c": child}),
         ("DELETE FROM processes WHERE id = :c", {"c": child}),
         ("DELETE FROM events WHERE process_id = :p AND seq = 2", {"p": ids[2]}),
-        ("UPDATE processes SET seq = 1, state = 'new', data = :d, head_hash = "
+        ("UPDATE processes SET seq = 1, state = 'new', head_hash = "
          "(SELECT hash FROM events WHERE process_id = :p AND seq = 1) WHERE id = :p",
+         {"p": ids[2]}),
+        ("UPDATE process_data SET data = :d WHERE process_id = :p",
          {"p": ids[2], "d": json.dumps({"n": 2})}),
         ("UPDATE log_head SET size = :i", {"i": pay}),
     ))  # fmt: skip

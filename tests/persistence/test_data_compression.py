@@ -1,7 +1,7 @@
-"""Migration 0017: PostgreSQL compresses new values of `processes.data` with lz4; values
-written before (pglz) stay readable, and the data of every instance is carried over
-unchanged by the upgrade and by the downgrade (issue 18). SQLite: the migration is a
-no-op, the data the same."""
+"""Migrations 0017 and 0019: PostgreSQL compresses new values of instance data with lz4;
+the data moves from `processes.data` into `process_data` (0019) and back on downgrade,
+every instance's value carried over unchanged, and the values written before either
+(pglz) stay readable. SQLite: the same moves, no compression setting (issue 18)."""
 
 from __future__ import annotations
 
@@ -23,30 +23,38 @@ from tests.counter_workflow import counter_workflow
 PATH = "mig/lz4/counter"
 COUNTER = counter_workflow(PATH)
 ITEMS = [{"id": i, "name": f"item-{i}", "note": "n" * 48} for i in range(800)]
-#: The column's compression method ('' = the server default, 'l' = lz4, 'p' = pglz).
-_METHOD = text(
+#: The data column's compression method ('' = the server default, 'l' = lz4, 'p' = pglz),
+#: in `processes` before 0019 and in `process_data` from it on.
+_METHOD = (
     "SELECT CAST(attcompression AS TEXT) FROM pg_attribute "
-    "WHERE attrelid = 'processes'::regclass AND attname = 'data'"
+    "WHERE attrelid = '{table}'::regclass AND attname = 'data'"
 )
-_VALUES = text("SELECT id, CAST(data AS TEXT) FROM processes ORDER BY id")
+_VALUES = {
+    "processes": text("SELECT id, CAST(data AS TEXT) FROM processes ORDER BY id"),
+    "process_data": text(
+        "SELECT process_id, CAST(data AS TEXT) FROM process_data ORDER BY process_id"
+    ),
+}
+OLD, NEW = "processes", "process_data"
 
 
-async def _values(url: str) -> dict[str, object]:
+async def _values(url: str, table: str) -> dict[str, object]:
     engine = create_engine(url)
     try:
         async with engine.connect() as conn:
-            return {pid: loads_json(t) for pid, t in (await conn.execute(_VALUES)).all()}
+            rows = (await conn.execute(_VALUES[table])).all()
+            return {pid: loads_json(t) for pid, t in rows}
     finally:
         await engine.dispose()
 
 
-async def _method(url: str) -> str | None:
+async def _method(url: str, table: str) -> str | None:
     engine = create_engine(url)
     try:
         async with engine.connect() as conn:
             if conn.dialect.name != "postgresql":
                 return None
-            return str((await conn.execute(_METHOD)).scalar_one())
+            return str((await conn.execute(text(_METHOD.format(table=table)))).scalar_one())
     finally:
         await engine.dispose()
 
@@ -60,10 +68,17 @@ async def _downgrade(url: str, revision: str) -> None:
         await engine.dispose()
 
 
+async def _upgrade(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await init_schema(engine)
+        assert await current_revision(engine) == "0019"
+    finally:
+        await engine.dispose()
+
+
 async def test_instance_data_is_carried_over_and_new_values_use_lz4(db_url):
     operator = generate_keypair()
-    await _downgrade(db_url, "0016")  # a database as it was before this migration
-    assert await _method(db_url) in (None, "")  # PostgreSQL: the default (pglz)
     rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
     try:
         await init(rt, operator)
@@ -72,26 +87,31 @@ async def test_instance_data_is_carried_over_and_new_values_use_lz4(db_url):
         await act(rt, sign_as(rt, operator, pid, "tick", PATH, {}), attested=False)
     finally:
         await rt.close()
-    before = await _values(db_url)
+    before = await _values(db_url, NEW)
     assert before[pid] == {"items": ITEMS, "state": "open", "n": 1}
+    assert len(before) > 1  # the registry's data too
 
-    engine = create_engine(db_url)
-    try:
-        await init_schema(engine)  # 0016 -> head
-        assert await current_revision(engine) == "0018"
-    finally:
-        await engine.dispose()
-    assert await _values(db_url) == before  # nothing rewritten, every value readable
-    assert await _method(db_url) in (None, "l")  # lz4 where the server has it
+    await _downgrade(db_url, "0016")  # a database as it was before both migrations
+    assert await _values(db_url, OLD) == before  # back in processes.data
+    assert await _method(db_url, OLD) in (None, "")  # PostgreSQL: the default (pglz)
+
+    await _upgrade(db_url)  # 0016 -> head
+    assert await _values(db_url, NEW) == before  # every value carried over
+    assert await _method(db_url, NEW) in (None, "l")  # lz4 where the server has it
 
     rt = await Runtime.open(Settings(database_url=db_url), node_key=generate_keypair())
     try:
         await act(rt, sign_as(rt, operator, pid, "tick", PATH, {}), attested=False)
         async with rt.uow(readonly=True) as uow:
             assert (await uow.processes.get(pid)).data == {**before[pid], "n": 2}  # type: ignore[union-attr]
-            if uow.session.bind.dialect.name == "postgresql" and await _method(db_url) == "l":
+            if uow.session.bind.dialect.name == "postgresql" and (
+                await _method(db_url, NEW) == "l"
+            ):
                 used = await uow.session.execute(
-                    text("SELECT pg_column_compression(data) FROM processes WHERE id = :id"),
+                    text(
+                        "SELECT pg_column_compression(data) FROM process_data "
+                        "WHERE process_id = :id"
+                    ),
                     {"id": pid},
                 )
                 assert used.scalar_one() == "lz4"  # the value the tick wrote
@@ -99,6 +119,9 @@ async def test_instance_data_is_carried_over_and_new_values_use_lz4(db_url):
     finally:
         await rt.close()
 
+    await _downgrade(db_url, "0018")
+    assert (await _values(db_url, OLD))[pid] == {**before[pid], "n": 2}
+    assert await _method(db_url, OLD) in (None, "l")  # 0017's setting kept
     await _downgrade(db_url, "0016")
-    assert await _method(db_url) in (None, "")
-    assert (await _values(db_url))[pid] == {**before[pid], "n": 2}
+    assert await _method(db_url, OLD) in (None, "")
+    assert (await _values(db_url, OLD))[pid] == {**before[pid], "n": 2}

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict
 from typing import Any
 
 import pytest
 from persistence_factories import at, new_process
-from sqlalchemy import insert, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement, Executable
@@ -24,9 +23,9 @@ from stateward.domain.search import (
 )
 from stateward.persistence import UnitOfWorkFactory
 from stateward.persistence.db import create_engine
-from stateward.persistence.models import Process
 from stateward.persistence.uow import DbTimeouts
 from stateward.records import ProcessRecord
+from tests.process_rows import insert_processes
 
 N = 3000
 MISSING = object()
@@ -85,7 +84,7 @@ async def searchable(module_db_url: str) -> AsyncIterator[UnitOfWorkFactory]:
     factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
     if module_db_url not in _seeded:
         async with factory() as uow:
-            await uow.session.execute(insert(Process.__table__), [asdict(r) for r in ROWS])
+            await insert_processes(uow.session, ROWS)
             await uow.commit()
         _seeded.add(module_db_url)
     yield factory
@@ -336,13 +335,17 @@ async def _plan(uow: Any, statement: Any) -> str:
 
 
 SEED_50K = """
-INSERT INTO processes (id, kind, namespace, workflow, workflow_version, data, state, status,
+INSERT INTO processes (id, kind, namespace, workflow, workflow_version, state, status,
   seq, state_entered_at, last_event_at, created_at, updated_at, automation_chain)
 SELECT lpad(n::text, 8, '0'), 'instance', 'acme/sales', 'acme/sales/deal', 1,
-  jsonb_build_object('customer', 'c' || (n % 1000), 'amount', n % 997,
-                     'tags', jsonb_build_array('t' || (n % 500), 'common')),
   'review', 'active', 1, t, t, t, t, 0
 FROM generate_series(1, 50000) AS n, LATERAL (SELECT now() - n * interval '1 second') AS x(t)
+---
+INSERT INTO process_data (process_id, data)
+SELECT lpad(n::text, 8, '0'),
+  jsonb_build_object('customer', 'c' || (n % 1000), 'amount', n % 997,
+                     'tags', jsonb_build_array('t' || (n % 500), 'common'))
+FROM generate_series(1, 50000) AS n
 """
 
 
@@ -354,12 +357,13 @@ async def test_a_data_condition_uses_the_gin_index_on_50k_instances(
     factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
     try:
         async with factory() as uow:
-            await uow.session.execute(text(SEED_50K))
+            for statement in SEED_50K.split("---"):
+                await uow.session.execute(text(statement))
             await uow.commit()
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             # As autovacuum would: flush the GIN pending list, refresh the statistics.
-            await conn.exec_driver_sql("VACUUM ANALYZE processes")
+            await conn.exec_driver_sql("VACUUM ANALYZE processes, process_data")
         for path, op, value in [
             ("customer", "EQ", "c42"),
             ("tags", "CONTAINS", "t3"),
@@ -372,15 +376,18 @@ async def test_a_data_condition_uses_the_gin_index_on_50k_instances(
                     limit=21,
                 )  # fmt: skip
                 count = uow.search.count_statement(search, namespaces=["acme/sales"])
+                # The data is never read whole: the GIN index finds the matches. (The
+                # narrow `processes` rows, all in this one namespace, may be hashed from
+                # a scan of that table: the planner's choice at 50k, not at millions.)
                 count_plan = await _plan(uow, count)
-                assert "Seq Scan" not in count_plan, count_plan
-                assert "Bitmap Index Scan on ix_processes_data" in count_plan, count_plan
+                assert "Seq Scan on process_data" not in count_plan, count_plan
+                assert "Bitmap Index Scan on ix_process_data_data" in count_plan, count_plan
                 # A first page may instead walk the (created_at, id) index backwards and stop
                 # after 21 matches: the planner's choice, and also no full scan.
                 page_plan = await _plan(uow, page)
-                assert "Seq Scan" not in page_plan, page_plan
+                assert "Seq Scan on process_data" not in page_plan, page_plan
                 assert (
-                    "Bitmap Index Scan on ix_processes_data" in page_plan
+                    "Bitmap Index Scan on ix_process_data_data" in page_plan
                     or "Index Scan Backward using ix_processes_created_at_id" in page_plan
                 ), page_plan
     finally:

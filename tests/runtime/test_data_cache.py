@@ -49,7 +49,10 @@ async def _stored(url: str, pid: str) -> tuple[int, dict[str, Any]]:
         async with other.uow(readonly=True) as uow:
             row = (
                 await uow.session.execute(
-                    text("SELECT seq, CAST(data AS TEXT) FROM processes WHERE id = :id"),
+                    text(
+                        "SELECT seq, CAST(data AS TEXT) FROM processes JOIN process_data "
+                        "ON process_id = id WHERE id = :id"
+                    ),
                     {"id": pid},
                 )
             ).one()
@@ -158,8 +161,8 @@ async def test_small_edits_keep_a_large_rows_stored_length_on_sqlite(
             row = await uow.session.execute(
                 text(
                     "SELECT length(data), json_extract(data, '$.note'), "
-                    "(SELECT count(*) FROM json_each(data, '$.items')) FROM processes "
-                    "WHERE id = :id"
+                    "(SELECT count(*) FROM json_each(data, '$.items')) FROM process_data "
+                    "WHERE process_id = :id"
                 ),
                 {"id": pid},
             )

@@ -73,7 +73,9 @@ async def test_a_tick_on_64_kb_of_data_writes_about_the_pages_of_one_on_1_kb(sql
         await rt.close()
     with sqlite3.connect(path) as conn:
         data, parent = conn.execute(
-            "SELECT data, parent_id FROM processes WHERE id = ?", (big.id,)
+            "SELECT d.data, p.parent_id FROM processes p "
+            "JOIN process_data d ON d.process_id = p.id WHERE p.id = ?",
+            (big.id,),
         ).fetchone()
     assert parent == small.id
     assert loads_json(data) == {"items": big_items, "state": "open", "n": TICKS + 1}

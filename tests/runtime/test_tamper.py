@@ -99,10 +99,12 @@ async def _truncate(w: World) -> int | None:
     await w.sql("DELETE FROM log_nodes WHERE level = 0 AND idx >= :i", i=last)
     await w.sql("DELETE FROM events WHERE process_id = :p AND seq = :s", p=pid, s=row.seq + 1)
     await w.sql(
-        "UPDATE processes SET seq = :s, state = :st, status = :su, data = :d, head_hash = :h "
-        "WHERE id = :p",
-        s=row.seq, st=row.state, su=row.status, d=json.dumps(row.data), h=row.head_hash, p=pid,
+        "UPDATE processes SET seq = :s, state = :st, status = :su, head_hash = :h WHERE id = :p",
+        s=row.seq, st=row.state, su=row.status, h=row.head_hash, p=pid,
     )  # fmt: skip
+    await w.sql(
+        "UPDATE process_data SET data = :d WHERE process_id = :p", d=json.dumps(row.data), p=pid
+    )
     await w.sql("UPDATE log_head SET size = :i", i=last)
     return last
 

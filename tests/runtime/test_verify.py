@@ -70,7 +70,8 @@ async def test_edited_process_data_is_a_replay_divergence(admin_rt, operator):
         assert record is not None
         data = dict(record.data, name="Eve")
         await uow.session.execute(
-            text("UPDATE processes SET data = :d WHERE id = :p"), {"d": json.dumps(data), "p": pid}
+            text("UPDATE process_data SET data = :d WHERE process_id = :p"),
+            {"d": json.dumps(data), "p": pid},
         )
         await uow.commit()
     report = await verify(admin_rt)
