@@ -7,6 +7,7 @@ padding's runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -121,14 +122,51 @@ async def test_an_action_that_mutates_data_stores_the_new_data_exactly(admin_rt,
     assert (await verify(admin_rt, pid)).valid
 
 
-async def test_an_event_that_leaves_the_data_alone_keeps_it(admin_rt, operator, db_url):
+#: A trigger counting the UPDATEs of `process_data` rows (the statements the database
+#: runs, whatever path sent them), per dialect.
+_COUNT_DATA_WRITES = {
+    "sqlite": [
+        "CREATE TABLE data_writes (n INTEGER NOT NULL)",
+        "INSERT INTO data_writes VALUES (0)",
+        "CREATE TRIGGER count_data_writes AFTER UPDATE ON process_data "
+        "BEGIN UPDATE data_writes SET n = n + 1; END",
+    ],
+    "postgresql": [
+        "CREATE TABLE data_writes (n INTEGER NOT NULL)",
+        "INSERT INTO data_writes VALUES (0)",
+        "CREATE FUNCTION count_data_writes() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN UPDATE data_writes SET n = n + 1; RETURN NEW; END $$",
+        "CREATE TRIGGER count_data_writes AFTER UPDATE ON process_data "
+        "FOR EACH ROW EXECUTE FUNCTION count_data_writes()",
+    ],
+}
+
+
+async def _data_writes(rt: Runtime, *, install: bool = False) -> int:
+    """UPDATEs of `process_data` rows since the counter was installed."""
+    async with rt.uow() as uow:
+        if install:
+            for sql in _COUNT_DATA_WRITES[uow.session.bind.dialect.name]:
+                await uow.session.execute(text(sql))
+        n = int((await uow.session.execute(text("SELECT n FROM data_writes"))).scalar_one())
+        await uow.commit()
+    return n
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["single", "group-commit"])
+async def test_an_event_that_leaves_the_data_alone_keeps_it(admin_rt, operator, db_url, group):
     pid = await _started(admin_rt, operator)
+    admin_rt.group_commit = group
     await _act(admin_rt, operator, pid, "tick")
+    writes = await _data_writes(admin_rt, install=True)
     for _ in range(2):  # the second touch: the data as this runtime's cache holds it
         result = await _act(admin_rt, operator, pid, "touch")
         assert result.record.data == {**BIG, "n": 1}
+    # the data row is not written at all (its own table: docs/decisions.md)
+    assert await _data_writes(admin_rt) == writes
     assert await _stored(db_url, pid) == (4, {**BIG, "n": 1})
     await _act(admin_rt, operator, pid, "tick")  # and a change after it is written
+    assert await _data_writes(admin_rt) == writes + 1
     assert await _stored(db_url, pid) == (5, {**BIG, "n": 2})
     assert (await verify(admin_rt, pid)).valid
 
@@ -196,3 +234,32 @@ async def test_small_edits_keep_a_large_rows_stored_length_on_sqlite(
         )
         assert [r.id for r in page.rows] == [pid], condition
     assert (await verify(admin_rt, pid)).valid
+
+
+async def test_a_lock_that_waited_for_another_writer_reads_the_data_it_committed(
+    admin_rt, operator, db_url, db_kind, clock
+):
+    """PostgreSQL: a `FOR UPDATE` that waits re-reads the newest process row; the data is
+    read after the lock (a second statement, a new snapshot), so it is the data committed
+    with that row, never the data of the snapshot before it."""
+    if db_kind != "postgres":
+        pytest.skip("SQLite has one writer at a time: no lock to wait for inside a read")
+    pid = await _started(admin_rt, operator)
+    other = await Runtime.open(Settings(database_url=db_url), clock=clock,
+                               node_key=generate_keypair())  # fmt: skip
+    try:
+        async with other.uow() as uow:  # the other node learns the row as it is now
+            await uow.processes.lock([pid])
+        async with admin_rt.uow() as writer:
+            record = (await writer.processes.lock([pid]))[pid]
+            moved = replace(record, seq=record.seq + 1, head_hash="e" * 64, data={"new": 1})
+            await writer.processes.update(moved, expected_seq=record.seq)
+            async with other.uow() as reader:
+                waiting = asyncio.create_task(reader.processes.lock([pid]))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()  # blocked on the writer's row lock
+                await writer.commit()
+                seen = (await waiting)[pid]
+        assert (seen.seq, seen.head_hash, seen.data) == (record.seq + 1, "e" * 64, {"new": 1})
+    finally:
+        await other.close()
