@@ -251,16 +251,15 @@ class ProcessRepository(Repository):
             if text is not None:
                 buffer.latest[UPDATE_DATA, record.id] = {"_id": record.id, "data": text}
             return
-        if text is not None and self.dialect == "postgresql":  # one round trip
-            result = await self.session.execute(UPDATE_WITH_DATA, {**params, "data": text})
-            text = None
-        else:
-            result = await self.session.execute(UPDATE, params)
+        joined = text is not None and self.dialect == "postgresql"  # both rows, one trip
+        result = await self.session.execute(
+            UPDATE_WITH_DATA if joined else UPDATE, {**params, "data": text} if joined else params
+        )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise SeqConflict(
                 f"process {record.id} is no longer at seq {expected_seq}", process_id=record.id
             )
-        if text is not None:
+        if text is not None and not joined:  # SQLite: the data row after its process row
             await self.session.execute(UPDATE_DATA, {"_id": record.id, "data": text})
 
     async def next_seq(self, process_id: str) -> int:

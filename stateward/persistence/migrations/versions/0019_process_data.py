@@ -37,6 +37,13 @@ def _postgres() -> bool:
     return bool(op.get_bind().dialect.name == "postgresql")
 
 
+def _gin_on_data(name: str, table: str) -> None:
+    """The search index of instance data (0006's): GIN, `jsonb_path_ops`."""
+    op.create_index(
+        name, table, ["data"], postgresql_using="gin", postgresql_ops={"data": "jsonb_path_ops"}
+    )
+
+
 def upgrade() -> None:
     """Create `process_data`, copy every process's data into it, drop `processes.data`."""
     op.create_table(
@@ -57,13 +64,7 @@ def upgrade() -> None:
     op.execute("INSERT INTO process_data (process_id, data) SELECT id, data FROM processes")
     if postgres:
         op.drop_index("ix_processes_data", table_name="processes")
-        op.create_index(
-            "ix_process_data_data",
-            "process_data",
-            ["data"],
-            postgresql_using="gin",
-            postgresql_ops={"data": "jsonb_path_ops"},
-        )
+        _gin_on_data("ix_process_data_data", "process_data")
     # SQLite (3.35+) drops a column in place: no index or constraint names it.
     op.execute("ALTER TABLE processes DROP COLUMN data")
 
@@ -84,13 +85,7 @@ def downgrade() -> None:
     if postgres:
         op.alter_column("processes", "data", nullable=False)
         op.drop_index("ix_process_data_data", table_name="process_data")
-        op.create_index(
-            "ix_processes_data",
-            "processes",
-            ["data"],
-            postgresql_using="gin",
-            postgresql_ops={"data": "jsonb_path_ops"},
-        )
+        _gin_on_data("ix_processes_data", "processes")
         if op.get_bind().execute(_HAS_LZ4).scalar():
             op.execute("ALTER TABLE processes ALTER COLUMN data SET COMPRESSION lz4")
     op.drop_table("process_data")
