@@ -41,7 +41,7 @@ from sqlalchemy import insert
 from stateward.governance.keys import generate_keypair
 from stateward.observe.progress import progress
 from stateward.persistence.messages import W
-from stateward.persistence.processes import P
+from stateward.persistence.processes import D, P
 from stateward.runtime.access.genesis import init
 from stateward.runtime.access.registry import deploy_workflow, update_workflow
 from stateward.runtime.batches import bulk
@@ -68,7 +68,7 @@ ORDER: dict[str, Any] = {
 def _row(pid: str, key: str, now: datetime) -> dict[str, Any]:
     return {
         "id": pid, "kind": "instance", "namespace": NAMESPACE, "workflow": ORDER["$path"],
-        "workflow_version": 1, "data": {"state": "waiting", "order": key}, "state": "waiting",
+        "workflow_version": 1, "state": "waiting",
         "status": "active", "seq": 0, "state_entered_at": now, "last_event_at": now,
         "created_at": now, "updated_at": now, "automation_chain": 0,
     }  # fmt: skip
@@ -94,6 +94,11 @@ async def _fill(rt: Runtime, total: int, *, waits: bool, label: str) -> list[str
                 size = min(CHUNK, total - start)
                 part = [(str(uuid.uuid4()), f"k-{start + i}") for i in range(size)]
                 await conn.execute(insert(P), [_row(pid, key, now) for pid, key in part])
+                data = [
+                    {"process_id": pid, "data": {"state": "waiting", "order": key}}
+                    for pid, key in part
+                ]
+                await conn.execute(insert(D), data)
                 if waits:
                     rows = [
                         {"process_id": pid, "name": "paid", "correlation_key": key,

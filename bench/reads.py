@@ -47,7 +47,7 @@ from starlette.routing import Route
 
 from stateward.app import create_app
 from stateward.governance.keys import generate_keypair
-from stateward.persistence.models import Event, Process
+from stateward.persistence.models import Event, Process, ProcessData
 from stateward.persistence.uow import DbTimeouts, UnitOfWorkFactory
 from stateward.records import INSTANCE, ProcessRecord
 from stateward.runtime.access.genesis import init
@@ -96,13 +96,15 @@ async def _seed(rt: Runtime, start: int, count: int) -> None:
     for offset in range(0, count, 5000):
         async with factory() as uow:
             rows = _rows(start + offset, min(5000, count - offset), t0)
+            data = [{"process_id": row["id"], "data": row.pop("data")} for row in rows]
             await uow.session.execute(insert(Process.__table__), rows)
+            await uow.session.execute(insert(ProcessData.__table__), data)
             await uow.commit()
     engine = rt.uow.sessions.kw["bind"]
     async with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.exec_driver_sql("VACUUM ANALYZE processes")
+            await conn.exec_driver_sql("VACUUM ANALYZE processes, process_data")
         else:
             await conn.exec_driver_sql("ANALYZE")
 

@@ -30,7 +30,7 @@ from sqlalchemy import insert, update
 
 from stateward.governance.keys import generate_keypair
 from stateward.observe.progress import progress
-from stateward.persistence.processes import P
+from stateward.persistence.processes import D, P
 from stateward.runtime.access.genesis import init
 from stateward.runtime.access.registry import deploy_workflow
 from stateward.runtime.core.clock import ManualClock
@@ -56,11 +56,19 @@ WORKFLOW: dict[str, Any] = {
 def _row(pid: str, now: datetime, warn_at: datetime) -> dict[str, Any]:
     return {
         "id": pid, "kind": "instance", "namespace": "bench/sla", "workflow": WORKFLOW["$path"],
-        "workflow_version": 1, "data": {"state": "review"}, "state": "review",
+        "workflow_version": 1, "state": "review",
         "status": "active", "seq": 0, "state_entered_at": now, "last_event_at": now,
         "created_at": now, "updated_at": now, "sla_warn_at": warn_at,
         "sla_due_at": warn_at + timedelta(days=1), "automation_chain": 0,
     }  # fmt: skip
+
+
+async def _insert(conn: Any, rows: list[dict[str, Any]]) -> None:
+    """The instances' process rows and their data rows (`process_data`)."""
+    await conn.execute(insert(P), rows)
+    await conn.execute(
+        insert(D), [{"process_id": r["id"], "data": {"state": "review"}} for r in rows]
+    )
 
 
 async def _fill(rt: Runtime, total: int, now: datetime) -> list[str]:
@@ -69,7 +77,7 @@ async def _fill(rt: Runtime, total: int, now: datetime) -> list[str]:
     later = now + timedelta(hours=12)
     async with rt.engine.begin() as conn:
         rows = [_row(pid, now, now - timedelta(seconds=10)) for pid in due_ids]
-        await conn.execute(insert(P), rows)
+        await _insert(conn, rows)
         with progress(f"seeding {total} instances", total=total - DUE) as bar:
             for start in range(0, total - DUE, CHUNK):
                 size = min(CHUNK, total - DUE - start)
@@ -77,7 +85,7 @@ async def _fill(rt: Runtime, total: int, now: datetime) -> list[str]:
                     _row(str(uuid.uuid4()), now, later + timedelta(milliseconds=i))
                     for i in range(size)
                 ]
-                await conn.execute(insert(P), batch)
+                await _insert(conn, batch)
                 bar.advance(size)
         if rt.engine.dialect.name == "postgresql":
             await conn.exec_driver_sql("ANALYZE processes")
