@@ -17,6 +17,7 @@ from graph_stack import Api
 from sqlalchemy import insert
 
 from stateward.persistence.models_ops import Assignment, AssignmentCandidate
+from stateward.persistence.uow import DbTimeouts, UnitOfWorkFactory
 from stateward.records import INSTANCE, AssignmentRecord, ProcessRecord
 from tests.process_rows import insert_processes
 
@@ -67,7 +68,11 @@ PROCESSES, TASKS, NAMESPACE_OF = _world()
 
 @pytest.fixture
 async def seeded(api: Api) -> Api:
-    async with api.runtime.uow() as uow:
+    # 1,500 processes and their tasks in one transaction: allow it 30 s idle (the 1 s
+    # production bound ends it when a loaded box deschedules the test between the
+    # inserts' batches, as `test_graph_search_scale.py`'s seed).
+    seed = UnitOfWorkFactory(api.runtime.uow.sessions, DbTimeouts(lock_ms=1000, idle_ms=30_000))
+    async with seed() as uow:
         await insert_processes(uow.session, PROCESSES)
         await uow.session.execute(insert(Assignment.__table__), [asdict(t) for t in TASKS])
         candidates = [
