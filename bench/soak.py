@@ -634,10 +634,11 @@ class Soak:
         try:
             async with engine.connect() as conn:
                 rows = (await conn.execute(text(
-                    "SELECT p.id, (p.data->>'n')::int, p.seq, count(e.id), max(e.seq), "
+                    "SELECT p.id, (d.data->>'n')::int, p.seq, count(e.id), max(e.seq), "
                     "count(DISTINCT e.seq), count(e.id) FILTER (WHERE e.action = 'bump') "
-                    "FROM processes p JOIN events e ON e.process_id = p.id "
-                    "GROUP BY p.id, p.data, p.seq"))).all()  # fmt: skip
+                    "FROM processes p JOIN process_data d ON d.process_id = p.id "
+                    "JOIN events e ON e.process_id = p.id "
+                    "GROUP BY p.id, d.data, p.seq"))).all()  # fmt: skip
                 for pid, n, seq, count, top, distinct, bumps in rows:
                     if not (count == top == distinct == seq):
                         problems.append(f"{pid}: seqs not contiguous ({count}/{top}/{seq})")
