@@ -16,7 +16,7 @@ from sqlalchemy import and_, select, update
 
 from stateward.domain.model import ACTIVE, LIVE_STATUSES, STALE
 from stateward.persistence.base import Repository
-from stateward.persistence.processes import SELECT_PROCESSES, P, process_record
+from stateward.persistence.processes import P, ProcessRepository
 from stateward.records import INSTANCE, ProcessRecord, SlaClaim
 
 WARNING = "warning"
@@ -84,7 +84,4 @@ class SweepRepository(Repository):
     async def _records(self, ids: list[str]) -> list[ProcessRecord]:
         """The processes `ids` as this transaction now sees them, their data included
         (the claim's UPDATE returns the ids it won; the data is in `process_data`)."""
-        if not ids:
-            return []
-        stmt = SELECT_PROCESSES.where(P.c.id.in_(ids))
-        return [process_record(row) for row in await self.session.execute(stmt)]
+        return list((await ProcessRepository(self.session).processes_by_ids(ids)).values())
