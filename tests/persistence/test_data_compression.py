@@ -72,7 +72,7 @@ async def _upgrade(url: str) -> None:
     engine = create_engine(url)
     try:
         await init_schema(engine)
-        assert await current_revision(engine) == "0019"
+        assert await current_revision(engine) == "0020"
     finally:
         await engine.dispose()
 

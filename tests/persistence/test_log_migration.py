@@ -195,7 +195,7 @@ async def test_log_nodes_in_the_old_form_migrate_to_the_compact_table(db_url):
         size = before[0][0]  # every perfect subtree: 2n - popcount(n) nodes, n of them leaves
         assert len(old) == 2 * size - size.bit_count() and sum(e is not None for _h, e in old) == 9
         await init_schema(engine)
-        assert await current_revision(engine) == "0019"
+        assert await current_revision(engine) == "0020"
         async with engine.connect() as conn:
             new = (await conn.execute(text("SELECT hash FROM log_nodes"))).scalars().all()
         assert len(new) == len(old) and {len(bytes(h)) for h in new} == {32}

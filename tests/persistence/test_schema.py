@@ -53,7 +53,7 @@ async def test_migrations_create_every_table(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
     assert tables >= EXPECTED_TABLES
-    assert await current_revision(engine) == "0019"
+    assert await current_revision(engine) == "0020"
 
 
 async def test_migrated_schema_matches_the_models(engine: AsyncEngine) -> None:
@@ -86,7 +86,7 @@ async def test_sla_and_outbox_indexes_are_partial(engine: AsyncEngine) -> None:
 async def test_init_schema_twice_changes_nothing(engine: AsyncEngine) -> None:
     await init_schema(engine)
     await init_schema(engine)
-    assert await current_revision(engine) == "0019"
+    assert await current_revision(engine) == "0020"
 
 
 async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -> None:
@@ -205,4 +205,4 @@ async def test_the_unused_hash_index_of_events_is_dropped_and_comes_back_on_down
     await init_schema(engine)
     async with engine.connect() as conn:
         assert "ix_events_hash" not in await conn.run_sync(names)
-    assert await current_revision(engine) == "0019"
+    assert await current_revision(engine) == "0020"

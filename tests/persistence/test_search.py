@@ -392,3 +392,120 @@ async def test_a_data_condition_uses_the_gin_index_on_50k_instances(
                 ), page_plan
     finally:
         await engine.dispose()
+
+
+SEED_20K_OLD_MATCHES = """
+INSERT INTO processes (id, kind, namespace, workflow, workflow_version, state, status,
+  seq, state_entered_at, last_event_at, created_at, updated_at, automation_chain)
+SELECT lpad(n::text, 8, '0'), 'instance', 'acme/support', 'acme/support/case', 1,
+  'open', 'active', 1, t, t, t, t, 0
+FROM generate_series(0, 19999) AS n,
+  LATERAL (SELECT timestamptz '2026-01-01' + n * interval '1 second') AS x(t)
+---
+INSERT INTO process_data (process_id, data)
+SELECT lpad(n::text, 8, '0'),
+  jsonb_build_object('customer', 'c' || (n / 50), 'amount', n % 997,
+                     'tags', jsonb_build_array('t' || (n % 13)), 'note', repeat('x', 40))
+FROM generate_series(0, 19999) AS n
+"""
+
+
+_TARGET = (
+    "SELECT attstattarget FROM pg_attribute"
+    " WHERE attrelid = 'process_data'::regclass AND attname = 'data'"
+)
+#: Customers whose documents are histogram bounds of the data column.
+_BOUND_CUSTOMERS = """
+SELECT DISTINCT b ->> 'customer' FROM pg_stats, unnest(histogram_bounds::text::jsonb[]) AS b
+WHERE tablename = 'process_data' AND attname = 'data'
+"""
+
+
+async def _analyze_with_target(engine: AsyncEngine, target: int) -> list[str]:
+    """Set the data column's statistics target, ANALYZE; the customers that are bounds."""
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.exec_driver_sql(
+            f"ALTER TABLE process_data ALTER COLUMN data SET STATISTICS {target}"
+        )
+        await conn.exec_driver_sql("VACUUM ANALYZE processes, process_data")
+        return list((await conn.exec_driver_sql(_BOUND_CUSTOMERS)).scalars())
+
+
+@pytest.mark.postgres
+async def test_a_rare_value_among_the_oldest_is_found_through_the_gin_index(
+    postgres_db_url: str,
+) -> None:
+    """Migration 0020: with the default statistics target (100) every histogram bound of
+    the data stands for 1 % of the rows, so a customer with 50 of 20,000 instances whose
+    document happens to be a bound was estimated at 1 %, and the newest-first page walked
+    the creation index past thousands of instances to its old matches. At the migration's
+    target (1,000) the estimate is near the truth and the GIN index finds them."""
+    engine = create_engine(postgres_db_url)
+    factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
+
+    async def page_plan(customer: str) -> str:
+        search = InstanceSearch(data=(DataCondition.of("customer", "EQ", customer, "/d"),))
+        async with factory(readonly=True) as uow:
+            page = uow.search.instance_statement(
+                search, namespaces=["acme/support"], order=Ordering("CREATED", "DESC"), limit=21
+            )
+            return await _plan(uow, page)
+
+    try:
+        async with factory() as uow:
+            for statement in SEED_20K_OLD_MATCHES.split("---"):
+                await uow.session.execute(text(statement))
+            await uow.commit()
+        async with engine.connect() as conn:
+            migrated = (await conn.exec_driver_sql(_TARGET)).scalar_one()
+        assert migrated == 1000
+        # The trap, at the default target: an old customer that is a bound walks the index.
+        bounds = await _analyze_with_target(engine, 100)
+        old = min((c for c in bounds if c), key=lambda c: int(c[1:]))
+        assert int(old[1:]) < 200  # its 50 instances are among the oldest half
+        walked = await page_plan(old)
+        assert "Index Scan Backward using ix_processes_created_at_id" in walked, walked
+        # At the migrated target the same search reads the GIN index.
+        await _analyze_with_target(engine, migrated)
+        plan = await page_plan(old)
+        assert "Bitmap Index Scan on ix_process_data_data" in plan, plan
+        assert "ix_processes_created_at_id" not in plan, plan
+    finally:
+        await engine.dispose()
+
+
+_SCANS = "SELECT pg_stat_get_xact_numscans(CAST(:index AS regclass))"
+
+
+@pytest.mark.postgres
+async def test_a_data_search_is_planned_for_its_values_every_time(
+    postgres_db_url: str,
+) -> None:
+    """The driver prepares statements and PostgreSQL may switch a prepared statement to
+    a generic plan after five executions; a generic plan estimates `data @> $n` at 1 %
+    and walks the creation index to old matches. `SearchRepository.instances` plans each
+    data search for its values: twelve pages in a row all read the GIN index."""
+    engine = create_engine(postgres_db_url)
+    factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
+    try:
+        async with factory() as uow:
+            for statement in SEED_20K_OLD_MATCHES.split("---"):
+                await uow.session.execute(text(statement))
+            await uow.commit()
+        await _analyze_with_target(engine, 1000)
+        search = InstanceSearch(data=(DataCondition.of("customer", "EQ", "c3", "/d"),))
+        async with factory(readonly=True) as uow:
+            for _ in range(12):
+                page = await uow.search.instances(
+                    search, namespaces=["acme/support"], order=Ordering("CREATED", "DESC"),
+                    limit=21,
+                )  # fmt: skip
+                assert len(page) == 21
+            gin, walk = [
+                (await uow.session.execute(text(_SCANS), {"index": index})).scalar_one()
+                for index in ("ix_process_data_data", "ix_processes_created_at_id")
+            ]
+        assert (gin, walk) == (12, 0)
+    finally:
+        await engine.dispose()
