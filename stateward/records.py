@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from stateward.domain.frozen import quick_init
 from stateward.domain.model import ProcessSnapshot
 
 REGISTRY = "registry"
 INSTANCE = "instance"
 
 
+@quick_init
 @dataclass(frozen=True)
 class ProcessRecord:
     """Every column of a `processes` row (a registry or an instance)."""
@@ -63,6 +65,7 @@ class ProcessRecord:
         )
 
 
+@quick_init
 @dataclass(frozen=True)
 class StoredEvent:
     """One event of the log: the envelope's parts plus signer, signature, seq and hashes.
@@ -88,6 +91,7 @@ class StoredEvent:
     id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class WorkflowRecord:
     """A deployed workflow path and its latest version."""
@@ -101,6 +105,7 @@ class WorkflowRecord:
     updated_at: datetime
 
 
+@quick_init
 @dataclass(frozen=True)
 class WorkflowVersionRecord:
     """An immutable version: the definition JSON text as authored (map order kept, which
@@ -121,6 +126,7 @@ class WorkflowVersionRecord:
         return value
 
 
+@quick_init
 @dataclass(frozen=True)
 class ModuleRecord:
     """An immutable version of a Starlark module of a namespace."""
@@ -134,6 +140,7 @@ class ModuleRecord:
     event_id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class GrantRecord:
     """A role an actor holds in a namespace."""
@@ -145,6 +152,7 @@ class GrantRecord:
     event_id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class KeyStatusRecord:
     """Rotation/revocation state of a key."""
@@ -157,6 +165,7 @@ class KeyStatusRecord:
     event_id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class ApiTokenRecord:
     """A bearer token (sha256 only) for an actor."""
@@ -173,6 +182,7 @@ class ApiTokenRecord:
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
 
 
+@quick_init
 @dataclass(frozen=True)
 class AssignmentRecord:
     """A review-queue item."""
@@ -195,6 +205,7 @@ class AssignmentRecord:
     candidate_users: Any = None  # a list of actor ids, or None
 
 
+@quick_init
 @dataclass(frozen=True)
 class DelegatedTaskRecord:
     """A delegated stage of an instance, open while the instance stays in it (issue 13)."""
@@ -215,6 +226,7 @@ class DelegatedTaskRecord:
     closed_at: datetime | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class ScheduleRecord:
     """A timer on a process."""
@@ -233,6 +245,7 @@ class ScheduleRecord:
     detail: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class NotificationRecord:
     """A message for an actor or `team:<name>`."""
@@ -247,6 +260,7 @@ class NotificationRecord:
     read_at: datetime | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class WebhookRecord:
     """The webhook of a namespace."""
@@ -258,6 +272,7 @@ class WebhookRecord:
     event_id: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class DeliveryRecord:
     """A webhook delivery to attempt (or attempted)."""
@@ -277,6 +292,7 @@ class DeliveryRecord:
     process_id: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class OutboxRecord:
     """A bus message; `id` is the subscription cursor (monotonic in commit order)."""
@@ -296,6 +312,7 @@ class OutboxRecord:
         return {**self.payload, "id": self.id, "type": self.type}
 
 
+@quick_init
 @dataclass(frozen=True)
 class OutboxFilter:
     """Which outbox rows a subscriber wants (None/empty = any)."""
@@ -307,6 +324,7 @@ class OutboxFilter:
     team: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class SlaClaim:
     """An SLA mark (`warning` or `breach`) this caller won the right to fire."""
@@ -316,6 +334,7 @@ class SlaClaim:
     process: ProcessRecord
 
 
+@quick_init
 @dataclass(frozen=True)
 class CheckpointRecord:
     """A signed tree head of the deployment log (`body` is the RFC 8785 text signed)."""
@@ -337,6 +356,7 @@ class CheckpointRecord:
         }
 
 
+@quick_init
 @dataclass(frozen=True)
 class MessageRecord:
     """A published message (issue 15)."""
@@ -352,6 +372,7 @@ class MessageRecord:
     expires_at: datetime
 
 
+@quick_init
 @dataclass(frozen=True)
 class MessageDeliveryRecord:
     """A message to perform on one instance (pending, delivered or not_applicable)."""
@@ -367,6 +388,7 @@ class MessageDeliveryRecord:
     detail: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class BatchRecord:
     """A bulk operation (issue 15)."""
@@ -384,6 +406,7 @@ class BatchRecord:
     finished_at: datetime | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class BatchItemRecord:
     """One instance of a bulk operation and its outcome."""
@@ -399,6 +422,7 @@ class BatchItemRecord:
     message: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class IncidentRecord:
     """A failure that stopped an instance (issue 15), open while `resolved_at` is None."""

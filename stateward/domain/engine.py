@@ -19,6 +19,7 @@ from typing import Any
 from stateward.domain import events as ev
 from stateward.domain.autotransition import follow
 from stateward.domain.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, DomainError
+from stateward.domain.frozen import quick_init
 from stateward.domain.hookcalls import HOOK_WRITE, hook_write
 from stateward.domain.incidents import (
     RESOLVE,
@@ -69,6 +70,7 @@ _ROW_ONLY_EVENTS = {
 }
 
 
+@quick_init
 @dataclass(frozen=True)
 class EngineEvent:
     """What the engine needs of a logged event: its action name and input, who, when,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stateward.domain.frozen import quick_init
 from stateward.domain.tasks import TaskSpec
 
 JSON = Any
@@ -336,6 +337,7 @@ class Actor:
         return {"id": self.id, "roles": sorted(self.roles)}
 
 
+@quick_init
 @dataclass(frozen=True)
 class ProcessSnapshot:
     """What the engine needs to know about a process before an event."""
@@ -353,6 +355,7 @@ class ProcessSnapshot:
     parent_data: Mapping[str, Any] | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class SpawnEffect:
     """A child to create. `state` None means the child workflow's initial state."""
@@ -366,6 +369,7 @@ class SpawnEffect:
     parent: Mapping[str, Any] | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class ScheduleEffect:
     """A timer to register: `due_at` is RFC 3339 UTC (event ts + after, or `at`)."""
@@ -377,6 +381,7 @@ class ScheduleEffect:
     at: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class UnscheduleEffect:
     """A timer to cancel, by key or by action."""
@@ -385,6 +390,7 @@ class UnscheduleEffect:
     action: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class SlaEffect:
     """SLA deadlines of the state just entered (None, None clears them)."""
@@ -394,6 +400,7 @@ class SlaEffect:
     due_at: str | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class DomainEvent:
     """A bus event the outcome causes (type from `events.py`)."""
@@ -405,6 +412,7 @@ class DomainEvent:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Effects:
     """Everything an event causes beyond the process's own data, state and status."""
@@ -420,6 +428,7 @@ class Effects:
     completed: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class Outcome:
     """The result of applying one event: new data, state and status plus effects."""

@@ -32,6 +32,7 @@ from stateward.domain.canonical import (
     sha256_hex,
 )
 from stateward.domain.errors import INVALID_INPUT, DomainError
+from stateward.domain.frozen import quick_init
 from stateward.governance.keys import b64url_decode, b64url_encode, is_public_key
 
 ENVELOPE_VERSION = 1
@@ -48,7 +49,10 @@ DELEGATE_PREFIX = "delegate:"
 _DELEGATE = re.compile(
     r"^delegate:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{16}$"
 )
-_TS = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z$")
+#: ASCII digits only: `\d` alone also matches other scripts' digits (a full-width "２０２６"),
+#: which `int` reads as the same number, a second spelling of the same instant.
+#: Matched whole (`fullmatch`: `$` would also match before a final newline).
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 _ENVELOPE_KEYS = frozenset({"v", "net", "process", "action", "actor", "ts", "nonce"})
 _ACTION_KEYS = frozenset({"name", "workflow", "input"})
 
@@ -98,13 +102,10 @@ def parse_ts(text: str) -> datetime:
     Offsets other than `Z`, lower-case `t`/`z` and leap seconds are refused with
     `DomainError(INVALID_INPUT)`: one spelling per instant keeps signed bytes unambiguous.
     """
-    match = _TS.match(text) if isinstance(text, str) else None
-    if match is None:
+    if not isinstance(text, str) or _TS.fullmatch(text) is None:
         raise DomainError(INVALID_INPUT, f"timestamp {text!r} is not YYYY-MM-DDTHH:MM:SS.mmmZ")
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    micro = int((match.group(7) or "0").ljust(6, "0"))
-    try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+    try:  # the form is checked: the C parser reads it (`Z` is UTC; no leap second)
+        return datetime.fromisoformat(text)
     except ValueError as exc:
         raise DomainError(INVALID_INPUT, f"timestamp {text!r}: {exc}") from exc
 
@@ -160,6 +161,7 @@ def _require_keys(obj: object, expected: frozenset[str], pointer: str) -> dict[s
     return obj
 
 
+@quick_init
 @dataclass(frozen=True)
 class EnvelopeAction:
     """The `action` part: the action name, the workflow path and the action's input."""
@@ -169,6 +171,7 @@ class EnvelopeAction:
     input: dict[str, Any] = field(default_factory=dict)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Envelope:
     """What is signed: one request to change one process (DESIGN §6)."""
@@ -349,7 +352,7 @@ _GOOD_DATES: set[str] = set()
 
 def _ts_ok(ts: str) -> bool:
     """`parse_ts` accepts it: the pattern, then a valid date (remembered) and time."""
-    if _TS.match(ts) is None:
+    if _TS.fullmatch(ts) is None:
         return False
     if ts[:10] in _GOOD_DATES and ts[11:13] < "24" and ts[14:16] < "60" and ts[17:19] < "60":
         return True
@@ -452,6 +455,7 @@ def build_envelope(
     return Envelope.from_json(obj)
 
 
+@quick_init
 @dataclass(frozen=True)
 class SignedEnvelope:
     """An envelope with who signed it and the b64url Ed25519 signature of its canonical bytes."""

@@ -178,6 +178,28 @@ def test_parse_ts_accepts_zero_to_six_fraction_digits() -> None:
         parse_ts("2026-11-30T02:21:09.1234567Z")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "２０２６-11-30T02:21:09Z",  # full-width digits: int() reads them as 2026
+        "2026-11-30T02:21:0٩Z",  # an Arabic-Indic nine
+        "2026-11-30T02:21:60Z",  # a leap second
+        "2026-02-30T02:21:09Z",  # no such day
+        "2026-11-30t02:21:09Z",
+        "2026-11-30T02:21:09z",
+        "2026-11-30T02:21:09+00:00",
+        "2026-11-30 02:21:09Z",
+        "2026-11-30T02:21:09.Z",
+        "2026-11-30T02:21:09Z\n",
+        20261130,
+    ],
+)
+def test_parse_ts_has_one_spelling_per_instant(text: object) -> None:
+    with pytest.raises(DomainError) as refused:
+        parse_ts(text)  # type: ignore[arg-type]
+    assert refused.value.code == "INVALID_INPUT"
+
+
 def test_new_nonce_is_16_random_bytes() -> None:
     nonces = {new_nonce() for _ in range(100)}
     assert len(nonces) == 100

@@ -34,6 +34,7 @@ from stateward.domain.errors import (
     UNAVAILABLE,
     DomainError,
 )
+from stateward.domain.frozen import quick_init
 from stateward.domain.model import Actor, Definition, Outcome, ProcessSnapshot
 from stateward.domain.paths import is_namespace, is_registry_id, registry_id
 from stateward.governance.envelope import Envelope, SignedEnvelope
@@ -82,6 +83,7 @@ BOOTSTRAP_SUFFIX = "/bootstrap"
 CACHEABLE_OPS = frozenset({op_advance, op_business, op_cancel, op_start})
 
 
+@quick_init
 @dataclass(frozen=True)
 class ActorRoles:
     """The roles an event's actor held in its process's namespace as the event's own
@@ -94,6 +96,7 @@ class ActorRoles:
     roles: frozenset[str] | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class ActResult:
     """The event an envelope produced (or, for a resubmission, already had)."""
