@@ -106,7 +106,10 @@ def _expression(text: str, at: str, found: list[Problem]) -> str | None:
     return text
 
 
-def _seconds(spec: TimeoutSpec, data: Mapping[str, Any]) -> float | None:
+def timeout_seconds(spec: TimeoutSpec, data: Mapping[str, Any]) -> float | None:
+    """The seconds `spec` waits with the instance data `data` (literal N, a `{"$ref"}` or
+    a value expression); None when it resolves to NULL (no timer). INVALID_INPUT when it
+    resolves to anything but seconds >= 0."""
     if spec.seconds is not None:
         return spec.seconds
     if spec.expression is not None:
@@ -156,7 +159,7 @@ def arm_timers(
 
 
 def _timer(spec: TimeoutSpec, key: str, outcome: Outcome, ts: str) -> list[ScheduleEffect]:
-    seconds = _seconds(spec, outcome.data)
+    seconds = timeout_seconds(spec, outcome.data)
     if seconds is None:
         return []
     return [

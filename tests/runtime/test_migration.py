@@ -245,3 +245,56 @@ async def test_an_exported_log_with_a_migration_verifies_offline_and_restores(
     assert report.valid, [p.line() for p in report.problems]
     rebuilt = await restore(Settings(database_url=sqlite_db_url), log)
     assert rebuilt.events == len(log.events)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "data", "due_after"),
+    [
+        (300, {}, 300),
+        ({"$ref": "data.wait"}, {"wait": 120}, 120),
+        ("minutes * 60", {"minutes": 2}, 120),
+        ("minutes * 60", {}, None),  # NULL: nothing to wait for, no timer
+    ],
+)
+async def test_the_target_states_timeout_is_armed_from_the_entry_time(
+    admin_rt, operator, clock, seconds, data, due_after
+):
+    """A literal, a `{"$ref"}` and a value expression are all read from the instance's
+    data, as entering the state would, and counted from the (kept) entry time."""
+    second = version_two()
+    second["states"]["check"]["timeout"] = {"seconds": seconds, "action": "reject"}
+    desk, pid = await _desk(admin_rt, operator, second, **data)
+    entered = (await desk.process(pid)).state_entered_at
+    clock.advance(30)
+    done = await migrate_instance(admin_rt, desk.admin, pid, 2, {"review": "check"})
+    async with admin_rt.uow(readonly=True) as uow:
+        pending = [t for t in await uow.schedules.for_process(pid, PENDING) if t.action == "reject"]
+    if due_after is None:
+        assert pending == [] and done.plan.timers_armed == ()
+        return
+    assert [t.key for t in pending] == ["$timeout:check"]
+    assert pending[0].due_at == entered + timedelta(seconds=due_after)
+    assert [(t.action, t.key) for t in done.plan.timers_armed] == [("reject", "$timeout:check")]
+    clock.advance(due_after)
+    await scheduler.fire_due(admin_rt)
+    assert (await desk.process(pid)).state == "rejected"
+    assert (await verify(admin_rt, pid)).valid
+
+
+async def test_a_timeout_the_instance_data_cannot_give_refuses_the_migration(admin_rt, operator):
+    """A target timeout that resolves to something other than seconds refuses the move
+    (MIGRATION_INVALID, as entering the state refuses its event), in a dry run as a
+    problem of the plan; nothing is written."""
+    second = version_two()
+    second["states"]["check"]["timeout"] = {"seconds": {"$ref": "data.wait"}, "action": "reject"}
+    desk, pid = await _desk(admin_rt, operator, second, wait=-5)
+    plan = (
+        await migrate_instance(admin_rt, desk.admin, pid, 2, {"review": "check"}, dry_run=True)
+    ).plan
+    assert [(p.code, p.pointer) for p in plan.problems] == [("MIGRATION_INVALID", "/toVersion")]
+    assert "not seconds" in plan.problems[0].message
+    with pytest.raises(DomainError) as refused:
+        await migrate_instance(admin_rt, desk.admin, pid, 2, {"review": "check"})
+    assert refused.value.code == "MIGRATION_INVALID"
+    after = await desk.process(pid)
+    assert (after.workflow_version, after.state) == (1, "review")

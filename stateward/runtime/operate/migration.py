@@ -49,7 +49,7 @@ from stateward.domain.model import (
     SlaEffect,
     UnscheduleEffect,
 )
-from stateward.domain.timeouts import timeout_key
+from stateward.domain.timeouts import timeout_key, timeout_seconds
 from stateward.domain.timing import add_seconds, format_ts
 from stateward.persistence import UnitOfWork
 from stateward.persistence.schedules import PENDING
@@ -190,8 +190,8 @@ async def _plan(
     if outcome is None:
         return None, replace(base, problems=tuple(problems)), target
     outcome, plan = await _rows(uow, actor, process, source, target, outcome, base)
-    plan = replace(plan, problems=tuple(problems))
-    return (None if problems else outcome), plan, target
+    plan = replace(plan, problems=(*problems, *plan.problems))
+    return (None if plan.problems else outcome), plan, target
 
 
 async def _rows(
@@ -250,10 +250,19 @@ async def _rows(
     dropped_ids = {d.id for d in dropped}
     armed_already = any(t.key == new_key and t.id not in dropped_ids for t in timers)
     spec = state.timeout
-    if live and spec is not None and spec.seconds is not None and not armed_already:
-        due = add_seconds(entered, spec.seconds)
-        schedules.append(ScheduleEffect(spec.action, due, new_key, spec.seconds))
-        armed.append(TimerChange(None, spec.action, new_key))
+    problems: list[Problem] = []
+    if live and spec is not None and not armed_already:
+        try:  # from the data after the migration's mutate, as entering the state would
+            seconds = timeout_seconds(spec, outcome.data)
+        except DomainError as exc:
+            seconds = None
+            problems.append(
+                Problem(MIGRATION_INVALID, f"state {to_key!r}: {exc.message}", "/toVersion")
+            )
+        if seconds is not None:
+            due = add_seconds(entered, seconds)
+            schedules.append(ScheduleEffect(spec.action, due, new_key, seconds))
+            armed.append(TimerChange(None, spec.action, new_key))
     effects = replace(effects, unschedules=tuple(unschedules), schedules=tuple(schedules))
     hook = state.hook if state.audience == "system" and not state.terminal else None
     running = source.states.get(process.state)
@@ -270,6 +279,7 @@ async def _rows(
         timers_armed=tuple(armed),
         sla_warn_at=sla.warn_at if sla else None,
         sla_due_at=sla.due_at if sla else None,
+        problems=tuple(problems),
     )
     migrated = outcome.events[0]
     migrated = replace(migrated, details={**migrated.details, **plan.details()})
