@@ -24,6 +24,9 @@ class Settings:
     stale_after: float = 30 * 24 * 3600.0
     hook_timeout_ms: int = 1000
     public_rate_limit: int = 60
+    #: Failed callback-token lookups (`completeDelegatedTask`) per client IP per minute;
+    #: a client that used them up is refused before the lookup until its bucket refills.
+    callback_failure_limit: int = 20
     allowed_origins: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
@@ -77,6 +80,7 @@ class Settings:
             stale_after=float(e.get("STATEWARD_STALE_AFTER", str(30 * 24 * 3600))),
             hook_timeout_ms=int(e.get("STATEWARD_HOOK_TIMEOUT_MS", "1000")),
             public_rate_limit=int(e.get("STATEWARD_PUBLIC_RATE_LIMIT", "60")),
+            callback_failure_limit=int(e.get("STATEWARD_CALLBACK_FAILURE_LIMIT", "20")),
             allowed_origins=tuple(
                 o.strip() for o in e.get("STATEWARD_ALLOWED_ORIGINS", "").split(",") if o.strip()
             ),

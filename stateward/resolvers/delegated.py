@@ -6,7 +6,7 @@ from typing import Any
 
 from strawberry.types import Info
 
-from stateward.resolvers.context import runtime, viewer
+from stateward.resolvers.context import client_ip, runtime, viewer
 from stateward.resolvers.ids import local_id
 from stateward.resolvers.paging import Page, Window, mirrored_page, page_of, time_mark
 from stateward.runtime.core.act import ActResult
@@ -57,5 +57,8 @@ async def lock_delegated_task(info: Info, ident: str, seconds: int) -> LockedTas
 async def complete_delegated_task(
     info: Info, token: str, action: str | None, input: Any
 ) -> ActResult:
-    """`completeDelegatedTask(token, action, input)`: needs the callback token only."""
-    return await tasks.complete_task(runtime(info), token, action, input or {})
+    """`completeDelegatedTask(token, action, input)`: needs the callback token only (its
+    failed lookups are limited per client IP)."""
+    return await tasks.complete_task(
+        runtime(info), token, action, input or {}, client=client_ip(info)
+    )

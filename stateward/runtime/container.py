@@ -263,17 +263,28 @@ class Services:
 
 
 def _share_rate_limit(runtime: Runtime, settings: Settings) -> Callable[[], Awaitable[None]]:
-    """With a `redis://` bus, one public rate limit for all nodes (in the bus's Redis,
-    keyed by the bus channel); otherwise each node keeps its own. Returns the closer."""
+    """With a `redis://` bus, one set of rate limits for all nodes (the public entry's and
+    the callback-token failures', in the bus's Redis, keyed by the bus channel);
+    otherwise each node keeps its own. Returns the closer."""
     if not settings.bus_url.startswith(("redis://", "rediss://")):
         return _nothing
     from redis import asyncio as aioredis
 
-    from stateward.runtime.public.rate_limit import SharedRateLimiter, install_limiter
+    from stateward.runtime.core.rate_limit import (
+        CALLBACK_FAILURES,
+        PUBLIC,
+        SharedRateLimiter,
+        install_limiter,
+        per_minute,
+    )
 
     client = aioredis.Redis.from_url(settings.bus_url)
     prefix = f"stateward:ratelimit:{bus_channel(settings)}"
-    install_limiter(runtime, SharedRateLimiter(settings.public_rate_limit, client, prefix))
+    for purpose in (PUBLIC, CALLBACK_FAILURES):
+        # the public buckets keep the key they had before there were two purposes
+        keyed = prefix if purpose == PUBLIC else f"{prefix}:{purpose}"
+        limit = per_minute(settings, purpose)
+        install_limiter(runtime, SharedRateLimiter(limit, client, keyed), purpose)
 
     async def close() -> None:
         await client.aclose()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import uvicorn
-from graph_stack import Api
+from graph_stack import Api, open_stack
 from test_graph_workflow_webhook import Catcher
 
 from stateward.runtime import ticker
@@ -377,3 +377,41 @@ async def test_a_migration_into_a_delegated_state_hands_it_over_afresh(
     assert (await api.ok(TASKS, {"s": "acme-ocr"}, token=worker))["delegatedTasks"]["nodes"] == []
     [task] = (await api.ok(TASKS, {"s": "acme-ocr2"}, token=worker))["delegatedTasks"]["nodes"]
     assert task["instanceId"] == pid and task["state"] == "ocr"
+
+
+async def test_guessing_callback_tokens_is_limited_per_client(
+    db_url: str, catcher: Catcher
+) -> None:
+    """Each unknown token takes one of the client's failed lookups (3 a minute here); a
+    client with none left is refused before the lookup, its good token included, while
+    another client's good token works as often as it is used (successes take nothing)."""
+    stack, close = await open_stack(db_url, callback_failure_limit=3,
+                                    trusted_proxies=("127.0.0.1",))  # fmt: skip
+    try:
+        await stack.ok(DEPLOY, {"d": scan()})
+        await stack.ok(SET, {"n": "acme", "u": f"{catcher.base}/ocr", "s": "s", "f": "acme-ocr"})
+        pid = await _instance(stack, "alpha")
+        token = (await _webhook_tokens(stack, catcher))[pid]["callback"]["token"]
+
+        async def complete(client: str, guess: str, **variables: Any) -> str | None:
+            response = await stack.client.post(
+                "/graphql",
+                json={"query": COMPLETE, "variables": {"t": guess, **variables}},
+                headers={"X-Forwarded-For": client},
+            )
+            errors = response.json().get("errors")
+            return str(errors[0]["extensions"]["code"]) if errors else None
+
+        guesser, worker = "198.51.100.7", "198.51.100.8"
+        guesses = ["A" * 43, "B" * 43, "not a token", "C" * 43]
+        assert [await complete(guesser, g) for g in guesses] == ["NOT_FOUND"] * 3 + ["RATE_LIMITED"]
+        assert await complete(guesser, token, a="progress", **{"in": {"pct": 1}}) == (
+            "RATE_LIMITED"
+        )
+        for pct in range(6):  # more than the limit: successes are not counted
+            assert await complete(worker, token, a="progress", **{"in": {"pct": pct}}) is None
+        assert await complete(worker, "D" * 43) == "NOT_FOUND"
+        state = (await stack.ok(INSTANCE, {"i": pid}))["instance"]
+        assert state["data"]["pct"] == 5
+    finally:
+        await close()

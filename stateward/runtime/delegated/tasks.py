@@ -13,6 +13,7 @@ and the instance is still in that stay of the state.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from stateward.runtime.core.delegation import delegate_id, new_token, token_hash
 from stateward.runtime.core.kernel import ADVANCE
 from stateward.runtime.core.ops_support import actor_id
 from stateward.runtime.core.policy import not_found
+from stateward.runtime.core.rate_limit import CALLBACK_FAILURES, limited, limiter_for, per_minute
 from stateward.runtime.core.services import Runtime
 
 #: The role that lets a worker take delegated tasks without operating the namespace.
@@ -197,18 +199,36 @@ async def lock_task(runtime: Runtime, actor: Any, task_id: str, seconds: int) ->
 
 
 async def complete_task(
-    runtime: Runtime, token: str, action: str | None, input: Mapping[str, Any] | None
+    runtime: Runtime,
+    token: str,
+    action: str | None,
+    input: Mapping[str, Any] | None,
+    *,
+    client: str | None = None,
 ) -> ActResult:
     """Act on the task's instance with its callback token: `action` (one of the delegated
-    state's actions) or, when None, advance; through `act`, as the token's delegate."""
+    state's actions) or, when None, advance; through `act`, as the token's delegate.
+
+    `client` (the caller's IP) is limited in failed lookups: each unknown token takes one
+    of its `callback_failure_limit` per minute, and a client with none left is refused
+    (RATE_LIMITED) before the lookup, a good token included, until its bucket refills."""
     if action is not None and (not action or action.startswith("$")):
         raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
-    if not isinstance(token, str) or not _TOKEN_SHAPE.fullmatch(token):
-        raise DomainError(NOT_FOUND, "unknown callback token", pointer="/token")
-    digest = token_hash(token)
-    async with runtime.uow(readonly=True) as uow:
-        task = await uow.delegated.by_token(digest)
+    failures, key, now = (
+        limiter_for(runtime, CALLBACK_FAILURES),
+        client or "unknown",
+        runtime.clock.now(),
+    )
+    if await failures.blocked(key, now):
+        raise limited(key, per_minute(runtime.settings, CALLBACK_FAILURES))
+    task = None
+    if isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token):
+        digest = token_hash(token)
+        async with runtime.uow(readonly=True) as uow:
+            task = await uow.delegated.by_token(digest)
     if task is None:
+        with contextlib.suppress(DomainError):  # this failure is answered as NOT_FOUND
+            await failures.check(key, now)
         raise DomainError(NOT_FOUND, "unknown callback token", pointer="/token")
     if task.status != OPEN:
         raise DomainError(DELEGATION_CLOSED, "the delegated stage is over")

@@ -45,8 +45,8 @@ from stateward.runtime.core.ops_support import (
     require_live,
 )
 from stateward.runtime.core.policy import actor_may_read, not_found
+from stateward.runtime.core.rate_limit import limiter_for
 from stateward.runtime.core.services import Runtime
-from stateward.runtime.public.rate_limit import limiter_for
 
 ENTRY_TOKEN = "$entry_token"
 #: The status a visitor sees while the instance is in a team or system state.
