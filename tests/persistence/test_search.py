@@ -330,6 +330,14 @@ def _explain(element: Explain, compiler: Any, **kw: Any) -> str:
     return "EXPLAIN " + str(compiler.process(element.statement, **kw))
 
 
+async def _seed(factory: UnitOfWorkFactory, statements: str) -> None:
+    """Run the `---`-separated SQL `statements` in one transaction."""
+    async with factory() as uow:
+        for statement in statements.split("---"):
+            await uow.session.execute(text(statement))
+        await uow.commit()
+
+
 async def _plan(uow: Any, statement: Any) -> str:
     return "\n".join((await uow.session.execute(Explain(statement))).scalars())
 
@@ -356,10 +364,7 @@ async def test_a_data_condition_uses_the_gin_index_on_50k_instances(
     engine = create_engine(postgres_db_url)
     factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
     try:
-        async with factory() as uow:
-            for statement in SEED_50K.split("---"):
-                await uow.session.execute(text(statement))
-            await uow.commit()
+        await _seed(factory, SEED_50K)
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             # As autovacuum would: flush the GIN pending list, refresh the statistics.
@@ -453,10 +458,7 @@ async def test_a_rare_value_among_the_oldest_is_found_through_the_gin_index(
             return await _plan(uow, page)
 
     try:
-        async with factory() as uow:
-            for statement in SEED_20K_OLD_MATCHES.split("---"):
-                await uow.session.execute(text(statement))
-            await uow.commit()
+        await _seed(factory, SEED_20K_OLD_MATCHES)
         async with engine.connect() as conn:
             migrated = (await conn.exec_driver_sql(_TARGET)).scalar_one()
         assert migrated == 1000
@@ -489,10 +491,7 @@ async def test_a_data_search_is_planned_for_its_values_every_time(
     engine = create_engine(postgres_db_url)
     factory = UnitOfWorkFactory.from_engine(engine, DbTimeouts(60_000, 60_000, 120_000))
     try:
-        async with factory() as uow:
-            for statement in SEED_20K_OLD_MATCHES.split("---"):
-                await uow.session.execute(text(statement))
-            await uow.commit()
+        await _seed(factory, SEED_20K_OLD_MATCHES)
         await _analyze_with_target(engine, 1000)
         search = InstanceSearch(data=(DataCondition.of("customer", "EQ", "c3", "/d"),))
         async with factory(readonly=True) as uow:

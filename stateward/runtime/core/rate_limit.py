@@ -120,8 +120,9 @@ class RateLimiter:
             raise limited(key, self.per_minute)
 
 
-# KEYS[1] the bucket; ARGV: capacity, refill per second, now (epoch seconds). 1 = allowed.
-_BUCKET_LUA = """
+# KEYS[1] the bucket; ARGV: capacity, refill per second, now (epoch seconds). Both scripts
+# begin by refilling `tokens` to now (the bucket of `TokenBucket`).
+_REFILL = """
 local capacity = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
@@ -129,6 +130,11 @@ local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(state[1]) or capacity
 local ts = tonumber(state[2]) or now
 tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
+"""
+#: Take one token: 1 = allowed.
+_BUCKET_LUA = (
+    _REFILL
+    + """
 local allowed = 0
 if tokens >= 1 then
   tokens = tokens - 1
@@ -138,20 +144,17 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 1)
 return allowed
 """
-# The same bucket read without taking or writing: 1 = a `check` now would be refused.
-_EMPTY_LUA = """
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1]) or capacity
-local ts = tonumber(state[2]) or now
-tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
+)
+#: Read without taking or writing: 1 = a `check` now would be refused.
+_EMPTY_LUA = (
+    _REFILL
+    + """
 if tokens < 1 then
   return 1
 end
 return 0
 """
+)
 
 
 @dataclass
