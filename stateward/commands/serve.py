@@ -237,14 +237,23 @@ async def _announce(
 WARM_FREEZE_AFTER = 10.0
 
 
+#: The collector's thresholds in a server (CPython's are 700, 10, 10): the objects of
+#: the requests in flight crossed 700 about every fourth request, and each young
+#: collection walked them; requests leave no cycles (docs/decisions.md, "Requests leave
+#: no reference cycles"), so collecting less often frees no less.
+SERVER_GC_THRESHOLDS = (10_000, 20, 10)
+
+
 def freeze_heap() -> None:
     """Collect, then move every object alive now to the collector's permanent generation
     (`gc.freeze`): a server's long-lived heap (modules, the schema, grammars, caches) is
     then never walked again by the full collections that request garbage triggers. That
     walk was about a fifth of a `performAction`'s CPU (docs/performance.md). Objects frozen
-    here are still freed by reference counting; only a cycle among them would be kept."""
+    here are still freed by reference counting; only a cycle among them would be kept.
+    Also sets `SERVER_GC_THRESHOLDS` (≈ 3–5 % of the server's CPU per request)."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)
 
 
 async def _demo(services: Any, url: str) -> None:

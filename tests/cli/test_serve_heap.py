@@ -17,10 +17,13 @@ from stateward.settings import Settings
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    """Give the test process's frozen objects back to the collector afterwards."""
+    """Give the test process's frozen objects back to the collector afterwards, and its
+    thresholds."""
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 class _Node:
@@ -35,6 +38,7 @@ def test_freeze_heap_puts_the_live_heap_out_of_the_collectors_reach(unfrozen: No
     probe = weakref.ref(before)
     serve_command.freeze_heap()
     assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == serve_command.SERVER_GC_THRESHOLDS
     del before
     gc.collect()
     assert probe() is not None  # frozen: full collections no longer walk it
