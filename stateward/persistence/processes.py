@@ -81,6 +81,10 @@ _LOCKED_READS = {False: _ROWS_BY_ID, True: _ROWS_BY_ID.with_for_update()}
 _DATA_READ = select(D.c.process_id, sql_cast(D.c.data, Text).label("data")).where(
     D.c.process_id.in_(_IDS)
 )
+#: The batch loaders' reads (processes by id, children by parent), built once as the
+#: locked read is.
+_BY_IDS = SELECT_PROCESSES.where(P.c.id.in_(_IDS))
+_BY_PARENTS = SELECT_PROCESSES.where(P.c.parent_id.in_(_IDS)).order_by(P.c.created_at, P.c.id)
 
 
 class DataCache:
@@ -272,7 +276,7 @@ class ProcessRepository(Repository):
         """Batch loader: the processes among `ids` that exist, by id."""
         found: dict[str, ProcessRecord] = {}
         for batch in chunks(dict.fromkeys(ids)):
-            rows = await self.session.execute(SELECT_PROCESSES.where(P.c.id.in_(batch)))
+            rows = await self.session.execute(_BY_IDS, {"_ids": batch})
             found.update({r.id: process_record(r) for r in rows})
         return found
 
@@ -356,10 +360,7 @@ class ProcessRepository(Repository):
         """Batch loader: the children of each parent, oldest first."""
         found: dict[str, list[ProcessRecord]] = {}
         for batch in chunks(dict.fromkeys(parent_ids)):
-            stmt = SELECT_PROCESSES.where(Process.parent_id.in_(batch)).order_by(
-                Process.created_at, Process.id
-            )
-            for row in await self.session.execute(stmt):
+            for row in await self.session.execute(_BY_PARENTS, {"_ids": batch}):
                 found.setdefault(row.parent_id or "", []).append(process_record(row))
         return found
 
