@@ -106,7 +106,7 @@ def _expression(text: str, at: str, found: list[Problem]) -> str | None:
     return text
 
 
-def timeout_seconds(spec: TimeoutSpec, data: Mapping[str, Any]) -> float | None:
+def _seconds(spec: TimeoutSpec, data: Mapping[str, Any]) -> float | None:
     """The seconds `spec` waits with the instance data `data` (literal N, a `{"$ref"}` or
     a value expression); None when it resolves to NULL (no timer). INVALID_INPUT when it
     resolves to anything but seconds >= 0."""
@@ -145,9 +145,9 @@ def arm_timers(
             unschedules.append(UnscheduleEffect(key=timeout_key(left.key)))
         entered = definition.states.get(outcome.state)
         if live and entered is not None and entered.timeout is not None:
-            schedules.extend(_timer(entered.timeout, timeout_key(entered.key), outcome, ts))
+            schedules.extend(timeout_timer(entered.timeout, timeout_key(entered.key), outcome, ts))
     if live and definition.idle_timeout is not None:
-        schedules.extend(_timer(definition.idle_timeout, IDLE_KEY, outcome, ts))
+        schedules.extend(timeout_timer(definition.idle_timeout, IDLE_KEY, outcome, ts))
     if not schedules and not unschedules:
         return outcome
     effects = replace(
@@ -158,8 +158,11 @@ def arm_timers(
     return replace(outcome, effects=effects)
 
 
-def _timer(spec: TimeoutSpec, key: str, outcome: Outcome, ts: str) -> list[ScheduleEffect]:
-    seconds = timeout_seconds(spec, outcome.data)
+def timeout_timer(spec: TimeoutSpec, key: str, outcome: Outcome, ts: str) -> list[ScheduleEffect]:
+    """The timer `spec` arms under `key`, counted from `ts`, its seconds read from
+    `outcome.data`: none when they resolve to NULL, INVALID_INPUT when not seconds >= 0
+    (state entry here; `$migrate` from the kept entry time)."""
+    seconds = _seconds(spec, outcome.data)
     if seconds is None:
         return []
     return [

@@ -41,8 +41,10 @@ CALLBACK_FAILURES = "callback-failures"
 
 
 class Limiter(Protocol):
-    """A per-client limit: count one request of `key` (or raise RATE_LIMITED), or ask
-    whether `key` has nothing left without counting."""
+    """A per-client limit of `per_minute`: count one request of `key` (or raise
+    RATE_LIMITED), or ask whether `key` has nothing left without counting."""
+
+    per_minute: int
 
     async def check(self, key: str, now: datetime) -> None: ...
 
@@ -69,8 +71,7 @@ class TokenBucket:
 
     def take(self, now: datetime) -> bool:
         """Take one token at `now`; False when the bucket is empty."""
-        elapsed = max(0.0, (now - self.updated).total_seconds())
-        self.tokens = min(self.capacity, self.tokens + elapsed * self.per_second)
+        self.tokens = self._refilled(now)
         self.updated = now
         if self.tokens >= 1.0:
             self.tokens -= 1.0
@@ -79,8 +80,11 @@ class TokenBucket:
 
     def empty(self, now: datetime) -> bool:
         """Whether `take` at `now` would fail (nothing taken)."""
+        return self._refilled(now) < 1.0
+
+    def _refilled(self, now: datetime) -> float:
         elapsed = max(0.0, (now - self.updated).total_seconds())
-        return min(self.capacity, self.tokens + elapsed * self.per_second) < 1.0
+        return min(self.capacity, self.tokens + elapsed * self.per_second)
 
 
 @dataclass

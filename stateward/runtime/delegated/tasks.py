@@ -39,7 +39,7 @@ from stateward.runtime.core.delegation import delegate_id, new_token, token_hash
 from stateward.runtime.core.kernel import ADVANCE
 from stateward.runtime.core.ops_support import actor_id
 from stateward.runtime.core.policy import not_found
-from stateward.runtime.core.rate_limit import CALLBACK_FAILURES, limited, limiter_for, per_minute
+from stateward.runtime.core.rate_limit import CALLBACK_FAILURES, limited, limiter_for
 from stateward.runtime.core.services import Runtime
 
 #: The role that lets a worker take delegated tasks without operating the namespace.
@@ -214,13 +214,10 @@ async def complete_task(
     (RATE_LIMITED) before the lookup, a good token included, until its bucket refills."""
     if action is not None and (not action or action.startswith("$")):
         raise DomainError(INVALID_INPUT, "action must be an action name", pointer="/action")
-    failures, key, now = (
-        limiter_for(runtime, CALLBACK_FAILURES),
-        client or "unknown",
-        runtime.clock.now(),
-    )
+    failures = limiter_for(runtime, CALLBACK_FAILURES)
+    key, now = client or "unknown", runtime.clock.now()
     if await failures.blocked(key, now):
-        raise limited(key, per_minute(runtime.settings, CALLBACK_FAILURES))
+        raise limited(key, failures.per_minute)
     task = None
     if isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token):
         digest = token_hash(token)

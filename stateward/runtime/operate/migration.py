@@ -49,8 +49,8 @@ from stateward.domain.model import (
     SlaEffect,
     UnscheduleEffect,
 )
-from stateward.domain.timeouts import timeout_key, timeout_seconds
-from stateward.domain.timing import add_seconds, format_ts
+from stateward.domain.timeouts import timeout_key, timeout_timer
+from stateward.domain.timing import format_ts
 from stateward.persistence import UnitOfWork
 from stateward.persistence.schedules import PENDING
 from stateward.records import INSTANCE, ProcessRecord
@@ -253,16 +253,14 @@ async def _rows(
     problems: list[Problem] = []
     if live and spec is not None and not armed_already:
         try:  # from the data after the migration's mutate, as entering the state would
-            seconds = timeout_seconds(spec, outcome.data)
+            arming = timeout_timer(spec, new_key, outcome, entered)
         except DomainError as exc:
-            seconds = None
+            arming = []
             problems.append(
                 Problem(MIGRATION_INVALID, f"state {to_key!r}: {exc.message}", "/toVersion")
             )
-        if seconds is not None:
-            due = add_seconds(entered, seconds)
-            schedules.append(ScheduleEffect(spec.action, due, new_key, seconds))
-            armed.append(TimerChange(None, spec.action, new_key))
+        schedules.extend(arming)
+        armed.extend(TimerChange(None, t.action, new_key) for t in arming)
     effects = replace(effects, unschedules=tuple(unschedules), schedules=tuple(schedules))
     hook = state.hook if state.audience == "system" and not state.terminal else None
     running = source.states.get(process.state)
