@@ -415,3 +415,23 @@ async def test_guessing_callback_tokens_is_limited_per_client(
         assert state["data"]["pct"] == 5
     finally:
         await close()
+
+
+async def test_a_forged_forwarded_for_does_not_buy_fresh_callback_lookups(
+    db_url: str,
+) -> None:
+    """Without a trusted proxy the `X-Forwarded-For` header is ignored: every forged
+    address is the same client, whose failed lookups run out."""
+    stack, close = await open_stack(db_url, callback_failure_limit=2)
+    try:
+        codes = []
+        for n in range(4):
+            response = await stack.client.post(
+                "/graphql",
+                json={"query": COMPLETE, "variables": {"t": "Z" * 43}},
+                headers={"X-Forwarded-For": f"203.0.113.{n}"},
+            )
+            codes.append(response.json()["errors"][0]["extensions"]["code"])
+        assert codes == ["NOT_FOUND", "NOT_FOUND", "RATE_LIMITED", "RATE_LIMITED"]
+    finally:
+        await close()
