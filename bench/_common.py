@@ -63,6 +63,13 @@ class Proc:
         """CPU seconds (user + system, every thread) the process has used so far."""
         return cpu_seconds(self.proc.pid)
 
+    def loop_cpu(self) -> float:
+        """CPU seconds the process's main thread — a server's event loop — has used so
+        far (/proc/PID/task/PID/stat): beside `cpu()`, how busy the one thread is that
+        runs every request's Python."""
+        fields = process_stat(f"{self.proc.pid}/task/{self.proc.pid}")[1]
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
     def stop(self) -> None:
         """SIGTERM, wait, kill when it hangs."""
         if self.proc.poll() is None:
@@ -114,6 +121,27 @@ def load_average() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "n/a"
+
+
+def cpu_counters() -> list[int] | None:
+    """The machine's CPU time counters (the `cpu` line of /proc/stat, in clock ticks:
+    user, nice, system, idle, iowait, irq, softirq, steal, …), or None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the machine's CPU time between two `cpu_counters()` readings that
+    the hypervisor gave to other guests (`steal`): on a shared virtual machine, the part
+    of a slow run that is not this run's doing."""
+    if before is None or after is None or len(before) < 8 or len(after) < 8:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=False)]
+    total = sum(spent[:8])
+    return round(spent[7] / total, 4) if total > 0 else None
 
 
 def start_stateward(folder: str, name: str, env: dict[str, str] | None = None) -> Proc:

@@ -3,8 +3,13 @@
 Every server runs in its own process on a fresh SQLite file; load comes from the lean
 asyncio HTTP/1.1 client of `bench/_common.py` (~0.1 ms CPU per request), and every HTTP
 figure comes with the server's CPU per request (its utime+stime over the requests, read
-from /proc/PID/stat: the steadiest figure on a shared machine). Figures are the median of
-`--rounds` alternating rounds (min–max printed beside), with the load average.
+from /proc/PID/stat: the steadiest figure on a shared machine), and the event loop's
+thread alone (`loop_ms_per_action`, `batch_loop_ms_per_event`; `loop_busy`,
+`batch_loop_busy`: its CPU ÷ the round's wall time — below 1 while the rate is bound by
+the writer's waits, not by the one thread that runs every request's Python). Figures are
+the median of `--rounds` alternating rounds (min–max printed beside), with the load
+average and `steal_share` (the machine's CPU time the hypervisor gave other guests
+during the run, from /proc/stat: a slow run on a shared virtual machine shows there).
 
 1. `performAction` (a `$increment` self-effect, each client on its own instance) from
    `--clients` keep-alive connections: actions/s, server ms/action, p50/p99.
@@ -60,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     Connection,
     Proc,
+    cpu_counters,
     gql,
     hammer,
     load_average,
@@ -67,6 +73,7 @@ from _common import (
     median_range,
     percentile,
     start_stateward,
+    steal_share,
 )
 
 EVENT_BYTES = 900  # about one stored event (envelope, signature, hashes) of this bench
@@ -295,17 +302,23 @@ class Target:
         self.proc, self.url = proc, url
         self.rates: list[float] = []
         self.cpu_ms: list[float] = []
+        #: The event loop's thread alone: CPU ms per unit, and its busy share of the round.
+        self.loop_ms: list[float] = []
+        self.loop_busy: list[float] = []
         self.latencies: list[float] = []
 
     async def round(self, clients: int, seconds: float, body_for: Any, headers: Any,
                     per_request: int = 1) -> None:  # fmt: skip
         """One timed run; `per_request` units (events) per request."""
-        cpu, began = self.proc.cpu(), time.perf_counter()
+        cpu, loop, began = self.proc.cpu(), self.proc.loop_cpu(), time.perf_counter()
         count, latencies = await hammer(self.url, clients, seconds, body_for, headers)
         elapsed, spent = time.perf_counter() - began, self.proc.cpu() - cpu
+        looped = self.proc.loop_cpu() - loop
         units = count * per_request
         self.rates.append(units / elapsed)
         self.cpu_ms.append(spent * 1000 / max(units, 1))
+        self.loop_ms.append(looped * 1000 / max(units, 1))
+        self.loop_busy.append(looped / elapsed)
         self.latencies += latencies
 
 
@@ -408,6 +421,8 @@ async def bench_throughput(
     out: dict[str, Any] = {
         "actions_per_s": actions["median"],
         "server_ms_per_action": median_range(stateward.cpu_ms)[0],
+        "loop_ms_per_action": median_range(stateward.loop_ms)[0],
+        "loop_busy": median_range(stateward.loop_busy)[0],
         "p50_ms": percentile(stateward.latencies, 0.50),
         "p99_ms": percentile(stateward.latencies, 0.99),
         "bare_per_s": bare_rate["median"],
@@ -418,6 +433,8 @@ async def bench_throughput(
         "submit_p99_ms": percentile(submit.latencies, 0.99),
         "batch_submit_per_s": median_range(batch.rates)[0] if batch.rates else None,
         "batch_server_ms_per_event": median_range(batch.cpu_ms)[0] if batch.cpu_ms else None,
+        "batch_loop_ms_per_event": median_range(batch.loop_ms)[0] if batch.loop_ms else None,
+        "batch_loop_busy": median_range(batch.loop_busy)[0] if batch.loop_busy else None,
         "batch_resubmit_per_s": median_range(resubmit.rates)[0] if resubmit.rates else None,
         "batch_resubmit_server_ms_per_event": (
             median_range(resubmit.cpu_ms)[0] if resubmit.cpu_ms else None
@@ -786,6 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [args.subscribers // 5, args.subscribers * 2 // 5] if args.quick else [
         args.subscribers, args.subscribers * 2]  # fmt: skip
     result: dict[str, Any] = {"load_average_before": load_average()}
+    counters = cpu_counters()
     with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
         if args.only in (None, "throughput", "delivery"):
             server = start_stateward(tmp, "api")
@@ -815,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "metrics_overhead" or (args.only is None and not args.quick):
             result.update(run_overhead(tmp, args.clients, seconds, rounds))
     result["load_average_after"] = load_average()
+    result["steal_share"] = steal_share(counters, cpu_counters())
     report(result, args.json)
     return 0
 
