@@ -90,6 +90,12 @@ def create_engine(
             parsed = parsed.set(drivername="sqlite+aiosqlite")
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if _queue_pooled(parsed, kwargs):
+            # The connection returned last is handed out next: the group-commit writer
+            # gets back the connection whose page cache its last batch filled (a batch
+            # on another pooled connection starts cold: SQLite drops a connection's
+            # whole cache when another one has written; docs/decisions.md).
+            kwargs.setdefault("pool_use_lifo", True)
         engine = _create_async_engine(parsed, echo=echo, **kwargs)
         _tune_sqlite(engine, sqlite_synchronous.upper(), one_hop=sqlite_one_hop)
         return engine
@@ -105,6 +111,14 @@ def create_engine(
         options.update(kwargs)
         return _create_async_engine(parsed, echo=echo, **options)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite+aiosqlite or postgresql")
+
+
+def _queue_pooled(url: URL, kwargs: dict[str, Any]) -> bool:
+    """True when SQLAlchemy pools connections to this SQLite `url` in a queue (a file
+    database; SQLAlchemy's aiosqlite dialect gives an in-memory one a single static
+    connection) and the caller chose no pool of its own."""
+    in_memory = not url.database or url.database == ":memory:" or url.query.get("mode") == "memory"
+    return not in_memory and "poolclass" not in kwargs
 
 
 def dumps_json(value: Any) -> str:
