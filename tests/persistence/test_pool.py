@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import StaticPool
@@ -34,18 +35,15 @@ async def test_the_connection_returned_last_is_handed_out_next(sqlite_engine: As
         assert (await conn.execute(text("SELECT v FROM t"))).scalar_one() == 4
 
 
-async def test_an_in_memory_database_keeps_its_single_connection() -> None:
-    engine = create_engine("sqlite+aiosqlite:///:memory:")
-    try:
-        assert isinstance(engine.pool, StaticPool)
-        async with engine.connect() as conn:
-            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
-    finally:
-        await engine.dispose()
-
-
-async def test_a_pool_chosen_by_the_caller_is_kept(sqlite_db_url: str) -> None:
-    engine = create_engine(sqlite_db_url, poolclass=StaticPool)
+@pytest.mark.parametrize(
+    "memory, options",
+    [(True, {}), (False, {"poolclass": StaticPool})],
+    ids=["in-memory database: SQLAlchemy's one static connection", "the caller's pool"],
+)
+async def test_a_pool_not_queued_stays_as_it_was(
+    sqlite_db_url: str, memory: bool, options: dict[str, Any]
+) -> None:
+    engine = create_engine("sqlite+aiosqlite:///:memory:" if memory else sqlite_db_url, **options)
     try:
         assert isinstance(engine.pool, StaticPool)
         async with engine.connect() as conn:
