@@ -67,8 +67,7 @@ class Proc:
         """CPU seconds the process's main thread — a server's event loop — has used so
         far (/proc/PID/task/PID/stat): beside `cpu()`, how busy the one thread is that
         runs every request's Python."""
-        fields = process_stat(f"{self.proc.pid}/task/{self.proc.pid}")[1]
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return _ticks(f"{self.proc.pid}/task/{self.proc.pid}") / CLOCK_TICKS
 
     def stop(self) -> None:
         """SIGTERM, wait, kill when it hangs."""
@@ -93,15 +92,19 @@ def process_stat(pid: int | str) -> tuple[str, list[str]]:
 def cpu_seconds(pid: int) -> float:
     """utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat), with its
     running children's (a server's helper processes, e.g. the signature worker)."""
-    fields = process_stat(pid)[1]
-    total = int(fields[11]) + int(fields[12])
+    total = _ticks(pid)
     for child in children_of(pid):
         try:
-            more = process_stat(child)[1]
+            total += _ticks(child)
         except OSError:  # exited meanwhile
             continue
-        total += int(more[11]) + int(more[12])
     return total / CLOCK_TICKS
+
+
+def _ticks(pid: int | str) -> int:
+    """utime + stime of `pid` (a process, or `PID/task/TID` for one thread), in clock ticks."""
+    fields = process_stat(pid)[1]
+    return int(fields[11]) + int(fields[12])
 
 
 def children_of(pid: int) -> list[int]:

@@ -347,7 +347,7 @@ _GOOD_HEADS: set[tuple[str, str, str, str, str]] = set()
 
 
 def _ts_ok(ts: str) -> bool:
-    """`parse_ts` accepts it (a C parse since session 14: no memo of good dates needed)."""
+    """`parse_ts` accepts it (the boolean form the plain-envelope check needs)."""
     try:
         parse_ts(ts)
     except DomainError:

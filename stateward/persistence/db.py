@@ -117,7 +117,7 @@ def _queue_pooled(url: URL, kwargs: dict[str, Any]) -> bool:
     """True when SQLAlchemy pools connections to this SQLite `url` in a queue (a file
     database; SQLAlchemy's aiosqlite dialect gives an in-memory one a single static
     connection) and the caller chose no pool of its own."""
-    in_memory = not url.database or url.database == ":memory:" or url.query.get("mode") == "memory"
+    in_memory = sqlite_file(url) is None or url.query.get("mode") == "memory"
     return not in_memory and "poolclass" not in kwargs
 
 
