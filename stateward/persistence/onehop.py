@@ -132,12 +132,22 @@ class DeferredBegin(aiosqlite.Connection):
         return await super()._execute(_begun, self._conn, begin, partial(fn, *args, **kwargs))
 
     async def commit(self) -> None:
-        if self.__dict__.pop(_PENDING, None) is None:  # else nothing was begun
+        if self.__dict__.pop(_PENDING, None) is None and self._open():
             await super().commit()
 
     async def rollback(self) -> None:
-        if self.__dict__.pop(_PENDING, None) is None:
+        if self.__dict__.pop(_PENDING, None) is None and self._open():
             await super().rollback()
+
+    def _open(self) -> bool:
+        """False when SQLite has no transaction open on this connection: the driver's
+        COMMIT or ROLLBACK would then do nothing (`sqlite3` checks the same flag on its
+        thread), so the round trip is not made. That is the pool's reset of every
+        connection it gets back, after a COMMIT or a ROLLBACK already ended the
+        transaction (`row18`). Read on the loop's thread: no call of this connection is
+        running on the driver's thread while its owner commits or rolls back."""
+        conn = self._connection
+        return conn is None or conn.in_transaction  # closed: the driver says so
 
 
 def install(dbapi_connection: Any) -> None:

@@ -10,6 +10,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import create_engine, onehop
+from stateward.persistence.db import session_factory
+from stateward.persistence.uow import UnitOfWork
 
 
 async def test_each_statement_is_one_driver_call(
@@ -119,3 +121,30 @@ async def test_the_stock_driver_path_stays_available(
             await conn.commit()
     finally:
         await eng.dispose()
+
+
+async def test_a_connection_with_no_transaction_open_is_not_rolled_back_again(
+    sqlite_engine: AsyncEngine, driver_hops: list[str]
+) -> None:
+    """The pool's reset of a connection handed back after COMMIT or ROLLBACK makes no
+    round trip; a ROLLBACK of an open transaction still makes one and undoes it."""
+    sessions = session_factory(sqlite_engine)
+    async with sqlite_engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE r (v TEXT)"))
+    async with UnitOfWork(sessions, readonly=True) as uow:  # warm the pool
+        await uow.session.execute(text("SELECT 1"))
+    driver_hops.clear()
+    async with UnitOfWork(sessions, readonly=True) as uow:
+        await uow.session.execute(text("SELECT v FROM r"))
+    assert driver_hops == ["_begun", "rollback"]  # was: a second ROLLBACK at check-in
+    driver_hops.clear()
+    async with UnitOfWork(sessions) as uow:
+        await uow.session.execute(text("INSERT INTO r (v) VALUES ('kept')"))
+        await uow.commit()
+    assert driver_hops == ["_begun", "commit"]  # was: a ROLLBACK after the COMMIT
+    driver_hops.clear()
+    async with UnitOfWork(sessions) as uow:  # left without commit: rolled back
+        await uow.session.execute(text("INSERT INTO r (v) VALUES ('undone')"))
+    assert driver_hops == ["_begun", "rollback"]
+    async with sqlite_engine.connect() as conn:
+        assert (await conn.execute(text("SELECT v FROM r"))).scalars().all() == ["kept"]
