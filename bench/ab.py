@@ -9,12 +9,14 @@ file, and drives them in alternating rounds (A B, B A, …; `--clients` keep-ali
 connections of the lean client of `bench/_common.py`, each on its own instance, a
 `$increment` self-effect as `bench/api.py`: `performAction`, or with `--op
 submit-events` 4 connections posting `submitEvents` of 100 client-signed envelopes, signed
-before the rounds). Each round's figure is the server's CPU per action (utime+stime of
-all its threads over the round ÷ actions, or events); the result is the ratio after ÷
+before the rounds; or with `--op read-instances` 4 connections reading the first page of
+`instances` (`READ_PAGE`: 16 instances with their status and state, and the total), as a
+dashboard polls it). Each round's figure is the server's CPU per action (utime+stime of
+all its threads over the round ÷ actions, events or reads); the result is the ratio after ÷
 before of each pair of neighbouring rounds, whose median is steady where the medians of
 the two series are not.
-Usage: `python bench/ab.py --before REV [--op perform-action|submit-events] [--rounds N]
-[--seconds S] [--quick] [--json]` (REV: any git revision of this checkout; `--json`
+Usage: `python bench/ab.py --before REV [--op perform-action|submit-events|read-instances]
+[--rounds N] [--seconds S] [--quick] [--json]` (REV: any git revision of this checkout; `--json`
 prints one JSON object last).
 """
 
@@ -58,6 +60,9 @@ def export_revision(revision: str, folder: Path) -> str:
 #: Envelopes per `submitEvents` request, and its connections (as `bench/api.py`).
 PER_REQUEST = 100
 BATCH_CLIENTS = 4
+#: `--op read-instances`: the page a dashboard polls, and its connections.
+READ_PAGE = "{instances(first:20){totalCount nodes{id status state{key} updatedAt}}}"
+READ_CLIENTS = 4
 
 
 class _Workload:
@@ -68,7 +73,11 @@ class _Workload:
     def __init__(self, server: Proc, folder: str, name: str, clients: int, op: str) -> None:
         self.target = Target(server, server.url)
         self.key_file = Path(folder) / f"{name}-operator.json"
-        self.clients, self.batches = clients, op == "submit-events"
+        self.clients, self.batches, self.reads = (
+            clients,
+            op == "submit-events",
+            op == "read-instances",
+        )
         self.headers: dict[str, str] = {}
         self.bodies: list[bytes] = []
         self.sign: Any = None
@@ -81,12 +90,19 @@ class _Workload:
         if self.batches:
             net = (await gql(url, "{net}", {}, token))["net"]
             self.sign = _signer(self.key_file, net, COUNTER["$path"])
+        elif self.reads:
+            self.bodies = [json.dumps({"query": READ_PAGE}).encode()]
+            self.headers = {"Authorization": f"Bearer {token}"}
         else:
             self.bodies = [json.dumps({"query": ACT, "variables": {"i": i}}).encode()
                            for i in self.ids]  # fmt: skip
             self.headers = {"Authorization": f"Bearer {token}"}
 
     async def round(self, seconds: float) -> None:
+        if self.reads:
+            body = self.bodies[0]
+            await self.target.round(READ_CLIENTS, seconds, lambda i, n: body, self.headers)
+            return
         if not self.batches:
             bodies = self.bodies
             await self.target.round(self.clients, seconds, lambda i, n: bodies[i], self.headers)
@@ -139,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="git revision to compare against")
     parser.add_argument(
-        "--op", choices=("perform-action", "submit-events"), default="perform-action",
+        "--op", choices=("perform-action", "submit-events", "read-instances"),
+        default="perform-action",
         help="what each request does (perform-action)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=12, help="rounds per server (12)")
@@ -176,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_after": load_average(),
         **figures(before, after),
     }
-    unit = "action" if args.op == "perform-action" else "event"
+    unit = {"perform-action": "action", "submit-events": "event"}.get(args.op, "read")
     print(
         f"server CPU per {unit}, after / before (median of {rounds} round pairs): "
         f"{result['cpu_ratio_after_vs_before']:.3f} "

@@ -256,6 +256,21 @@ class SearchRepository(Repository):
         limit: int = 50,
     ) -> Select[Any]:
         """The SELECT of one page (see `instances`)."""
+        key = _statement_key(
+            ("page", self.dialect, search, namespaces, order, backward, limit), position
+        )
+        return _remembered(key, lambda: self._page(search, namespaces, order, position,
+                                                    backward, limit))  # fmt: skip
+
+    def _page(
+        self,
+        search: InstanceSearch,
+        namespaces: Sequence[str] | None,
+        order: Ordering,
+        position: tuple[Any, str] | None,
+        backward: bool,
+        limit: int,
+    ) -> Select[Any]:
         keys = self.instance_keys(order)
         stmt = (
             select(*RECORD_COLUMNS, keys[0].expr.label("sort_value"))
@@ -271,8 +286,15 @@ class SearchRepository(Repository):
         self, search: InstanceSearch, *, namespaces: Sequence[str] | None
     ) -> Select[Any]:
         """The COUNT of every match (see `count_instances`)."""
-        where = self.instance_where(search, namespaces)
-        return select(func.count()).select_from(instances_from(search)).where(*where)
+        key = _statement_key(("count", self.dialect, search, namespaces, Ordering()), None)
+        return _remembered(
+            key,
+            lambda: (
+                select(func.count())
+                .select_from(instances_from(search))
+                .where(*self.instance_where(search, namespaces))
+            ),
+        )
 
     async def instances(
         self,
@@ -518,6 +540,46 @@ class CountRepository(Repository):
         stmt = stmt.group_by(*keys).order_by(*keys).limit(MAX_GROUPS)
         rows = await self.session.execute(stmt)
         return [({g: getattr(r, g) for g in groups}, int(r.n)) for r in rows]
+
+
+#: Search statements made before, by what they were made of (`_statement_key`), at most
+#: `_STATEMENTS_MAX`: a dashboard polls the same page again and again, and a statement
+#: object used again keeps the cache key SQLAlchemy derived for it, so neither the
+#: statement nor its key is built again (together ≈ 10 % of serving a page of 16
+#: instances; docs/performance.md, `row18`).
+_STATEMENTS: dict[tuple[Any, ...], Select[Any]] = {}
+_STATEMENTS_MAX = 256
+
+
+def _statement_key(parts: tuple[Any, ...], position: tuple[Any, str] | None) -> Any:
+    """The key of a search statement, or None when it is not remembered: data
+    conditions and data ordering are left out (their JSON values may compare equal
+    across types, `True == 1`, where SQL does not); each value of a position goes in
+    with its type for the same reason; and a key that cannot be hashed."""
+    search, order = parts[2], parts[4]
+    if search.data or order.field == "DATA":
+        return None
+    namespaces = parts[3]
+    key = (*parts[:3], None if namespaces is None else tuple(namespaces), *parts[4:])
+    if position is not None:
+        key += tuple((type(v), v) for v in position)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _remembered(key: Any, build: Any) -> Select[Any]:
+    """The statement remembered under `key`, else `build()` (remembered when `key`)."""
+    if key is None:
+        return cast(Select[Any], build())
+    found = _STATEMENTS.get(key)
+    if found is None:
+        if len(_STATEMENTS) >= _STATEMENTS_MAX:
+            _STATEMENTS.clear()
+        found = _STATEMENTS[key] = build()
+    return found
 
 
 def sort_value_of(order: Ordering, value: Any) -> Any:

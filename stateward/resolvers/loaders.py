@@ -3,7 +3,9 @@
 graphql-core resolves sibling fields concurrently, so no two resolvers may share an
 `AsyncSession`: every batch opens its own read-only unit of work. Loaders are created in
 `get_context` (by `stateward.http.context.create_loaders`) and live for one request only, so a
-cached value is never older than the request that read it.
+cached value is never older than the request that read it. Workflow versions are the
+exception: immutable once committed, each is read once per process
+(`DefinitionCache.committed`).
 """
 
 from __future__ import annotations
@@ -65,24 +67,26 @@ class Loaders:
         return [found.get(i) for i in ids]
 
     async def _versions(self, keys: Sequence[tuple[str, int]]) -> list[VersionedDefinition | None]:
-        stored = [k for k in keys if k[0].rsplit("/", 1)[-1] != BOOTSTRAP]
-        records = {}
-        if stored:
-            async with self.runtime.uow(readonly=True) as uow:
-                records = await uow.workflows.versions_by_keys(stored)
-        out: list[VersionedDefinition | None] = []
+        definitions = self.runtime.definitions
+        known: dict[tuple[str, int], VersionedDefinition] = {}
+        unread: list[tuple[str, int]] = []
         for path, version in keys:
             namespace, _, name = path.rpartition("/")
             if name == BOOTSTRAP:
-                out.append(VersionedDefinition(bootstrap_definition(namespace), version))
-                continue
-            record = records.get((path, version))
-            if record is None:
-                out.append(None)
-                continue
-            definition = self.runtime.definitions.from_record(record)
-            out.append(VersionedDefinition(definition, version, record.created_at))
-        return out
+                known[(path, version)] = VersionedDefinition(
+                    bootstrap_definition(namespace), version
+                )
+            elif (stored := definitions.stored(path, version)) is not None:
+                known[(path, version)] = VersionedDefinition(stored[0], version, stored[1])
+            else:
+                unread.append((path, version))
+        if unread:  # versions are immutable: a row read once is not read again
+            async with self.runtime.uow(readonly=True) as uow:
+                records = await uow.workflows.versions_by_keys(unread)
+            for key, record in records.items():
+                definition = definitions.committed(record)
+                known[key] = VersionedDefinition(definition, key[1], record.created_at)
+        return [known.get(key) for key in keys]
 
     async def _assignments(self, ids: Sequence[str]) -> list[list[AssignmentRecord]]:
         async with self.runtime.uow(readonly=True) as uow:

@@ -115,3 +115,34 @@ async def test_resubmitting_a_signed_event_is_a_duplicate(api: Api) -> None:
     forged = {"e": other["event"], "s": args["s"], "g": other["signer"]}
     body = await api.gql(query, forged, token=None)
     assert body["errors"][0]["extensions"]["code"] == "BAD_SIGNATURE"
+
+
+async def test_a_workflow_version_is_read_from_the_database_once(api: Api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Versions are immutable once committed: a page that shows states reads each
+    version's row once per process, and a new version is read when it first appears."""
+    from stateward.persistence.workflows import WorkflowRepository
+
+    reads: list[list[tuple[str, int]]] = []
+    plain = WorkflowRepository.versions_by_keys
+
+    async def counted(self, keys):  # type: ignore[no-untyped-def]
+        keys = list(keys)
+        reads.append(keys)
+        return await plain(self, keys)
+
+    monkeypatch.setattr(WorkflowRepository, "versions_by_keys", counted)
+    page = "{instances(first:20){nodes{state{key} workflow{version createdAt}}}}"
+    await api.ok(DEPLOY, {"d": loan()})
+    await api.ok(START, {"w": "acme/loans/loan"})
+    first = (await api.ok(page))["instances"]["nodes"]
+    assert [n["state"]["key"] for n in first] == ["intake"]
+    assert reads == [[("acme/loans/loan", 1)]]
+    assert (await api.ok(page))["instances"]["nodes"] == first
+    assert len(reads) == 1  # the second page read no version row
+    changed = loan()
+    changed["$description"] = "A small loan, again"
+    await api.ok("mutation($d:JSON!){updateWorkflow(definition:$d){version}}", {"d": changed})
+    await api.ok(START, {"w": "acme/loans/loan"})
+    nodes = (await api.ok(page))["instances"]["nodes"]
+    assert sorted(n["workflow"]["version"] for n in nodes) == [1, 2]
+    assert reads[1:] == [[("acme/loans/loan", 2)]]

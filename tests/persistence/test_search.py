@@ -508,3 +508,35 @@ async def test_a_data_search_is_planned_for_its_values_every_time(
         assert (gin, walk) == (12, 0)
     finally:
         await engine.dispose()
+
+
+async def test_a_search_made_again_reuses_its_statement(searchable: UnitOfWorkFactory) -> None:
+    """A dashboard's repeated page reuses one statement object (its SQLAlchemy cache key
+    derived once); anything that changes the SQL or its values makes another, and data
+    searches are never remembered (JSON `true` and `1` compare equal in Python)."""
+    deal = InstanceSearch(workflow="acme/sales/deal", statuses=("active",))
+    async with searchable(readonly=True) as uow:
+        search = uow.search
+        page = search.instance_statement(deal, namespaces=["acme/sales"], limit=5)
+        again = InstanceSearch(workflow="acme/sales/deal", statuses=("active",))
+        assert search.instance_statement(again, namespaces=("acme/sales",), limit=5) is page
+        assert search.instance_statement(deal, namespaces=None, limit=5) is not page
+        assert search.instance_statement(deal, namespaces=["acme/sales"], limit=6) is not page
+        count = search.count_statement(deal, namespaces=None)
+        assert search.count_statement(deal, namespaces=None) is count
+        vip = InstanceSearch(data=(DataCondition.of("customer.vip", "EQ", True, "/d"),))
+        one = InstanceSearch(data=(DataCondition.of("customer.vip", "EQ", 1, "/d"),))
+        assert search.instance_statement(vip, namespaces=None) is not search.instance_statement(
+            vip, namespaces=None
+        )
+        first = await search.instances(deal, namespaces=None, limit=5)
+        assert await search.instances(deal, namespaces=None, limit=5) == first
+        last_value, last_id = first[-1][1], first[-1][0].id
+        after = await search.instances(
+            deal, namespaces=None, position=(last_value, last_id), limit=5
+        )
+        assert not {r.id for r, _ in after} & {r.id for r, _ in first}
+        vips = await search.instances(vip, namespaces=None, limit=N)
+        ones = await search.instances(one, namespaces=None, limit=N)
+    assert vips and {r.id for r, _ in vips} == {r.id for r in ROWS if r.data["customer"]["vip"]}
+    assert ones == []  # `1` is not `true` in JSON, whatever was searched before

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,9 @@ class DefinitionCache:
 
     limit: int = 1024
     _items: dict[tuple[str, int], Definition] = field(default_factory=dict)
+    #: (path, version) -> (the definition, when the version was stored), as read from a
+    #: committed row (`committed`): what a read needs without reading the row again.
+    _stored: dict[tuple[str, int], tuple[Definition, datetime]] = field(default_factory=dict)
 
     def get(self, path: str, version: int) -> Definition | None:
         """The cached definition, or None."""
@@ -101,6 +105,24 @@ class DefinitionCache:
         if cached is not None and (record.hash_scheme != 2 or cached.hash == record.hash):
             return cached
         return self.put(record.path, record.version, load_definition(record.definition))
+
+    def committed(self, record: WorkflowVersionRecord) -> Definition:
+        """`from_record` for a row read outside any write (so committed, and a committed
+        version never changes): its definition and storage time are then served by
+        `stored` without reading the row again."""
+        definition = self.from_record(record)
+        if len(self._stored) >= self.limit:
+            self._stored.clear()
+        self._stored[(record.path, record.version)] = (definition, record.created_at)
+        return definition
+
+    def stored(self, path: str, version: int) -> tuple[Definition, datetime] | None:
+        """(definition, stored at) of a version read before through `committed`, while
+        the definition cached for it is still the one read then; else None."""
+        found = self._stored.get((path, version))
+        if found is None or self._items.get((path, version)) is not found[0]:
+            return None
+        return found
 
 
 @dataclass
