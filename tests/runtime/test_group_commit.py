@@ -251,6 +251,36 @@ async def test_a_batch_ends_in_one_round_trip_to_the_driver(
     assert (await verify(admin_rt)).valid
 
 
+async def test_an_event_alone_in_its_batch_is_buffered_too(admin_rt, operator, driver_hops):
+    """SQLite: a batch of one event (an interactive user's action) sends its process
+    update and event row with the commit's tail, as a larger batch does, instead of one
+    driver call per statement."""
+    if admin_rt.engine.dialect.name != "sqlite":
+        pytest.skip("the write buffer is SQLite's (PostgreSQL: one request per step)")
+    from stateward.persistence import writebuffer
+
+    ids = await _in_review(admin_rt, operator, 1)
+    await act(admin_rt, sign_as(admin_rt, operator, ids[0], "note", PATH, {"w": 1}), attested=True)
+    driver_hops.clear()
+    flushes, updates = writebuffer.stats["flushes"], writebuffer.stats["updates"]
+    inserted = writebuffer.stats["events"]
+    one = sign_as(admin_rt, operator, ids[0], "note", PATH, {"one": 1})
+    result = await act(admin_rt, one, attested=True)
+    assert result.event.seq == 4
+    assert writebuffer.stats["flushes"] == flushes + 1
+    assert (writebuffer.stats["updates"], writebuffer.stats["events"]) == (
+        updates + 1,
+        inserted + 1,
+    )
+    # BEGIN with the locked read, the batch's reads (grants generation, this workflow's
+    # claimed assignee), then the tail: none of them a write
+    assert driver_hops[0] == "_begun" and driver_hops[1:] == ["_statement", "_statement", "_run"]
+    async with admin_rt.uow(readonly=True) as uow:
+        stored = await uow.events.for_process(ids[0])
+    assert [e.seq for e in stored] == [1, 2, 3, 4] and stored[-1].id == result.event.id
+    assert (await verify(admin_rt)).valid
+
+
 async def test_a_bundle_is_queued_for_the_writer_in_one_loop_turn(admin_rt, operator):
     """`act_many`: envelopes that need no read before the writer all reach its queue in
     the same loop turn (one yield for the bundle, not one per item), in list order."""

@@ -226,7 +226,7 @@ class GroupCommitter:
             failed: _Item | None = None
             try:
                 async with runtime.uow() as uow:
-                    if buffered and len(items) > 1:
+                    if buffered:  # one event alone too: its rows go with the tail
                         uow.buffer_writes()
                     cache = ReadCache(shared=runtime.grant_cache)
                     # Lock order step 1: every existing process of the batch, by id.
