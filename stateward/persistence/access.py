@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, to_record
 from stateward.persistence.models import ApiToken, AuthChallenge, KeyStatus, RoleGrant
+from stateward.persistence.models_ops import Meta
 from stateward.persistence.writebuffer import INDEPENDENT
 from stateward.records import ApiTokenRecord, GrantRecord, KeyStatusRecord
 
@@ -18,6 +19,7 @@ G = cast(Table, RoleGrant.__table__)
 K = cast(Table, KeyStatus.__table__)
 T = cast(Table, ApiToken.__table__)
 C = cast(Table, AuthChallenge.__table__)
+MT = cast(Table, Meta.__table__)
 
 SYSTEM_NAMESPACE = "system"
 
@@ -36,6 +38,18 @@ _BUMP_GENERATION = text(
 )
 
 
+#: `session.info` key: the grants generation read with SQLite's locked read of the
+#: transaction's processes (`note_generation`), so reading it costs no statement of its own.
+NOTED_INFO = "stateward.grants_generation"
+#: The generation as a scalar subquery, for a statement that carries it (`processes`).
+GENERATION_VALUE = (
+    select(MT.c.value)
+    .where(MT.c.key == GENERATION_KEY)
+    .scalar_subquery()
+    .label("grants_generation")
+)
+
+
 async def grant_generation(session: AsyncSession) -> int:
     """The grants generation as this transaction sees it (0 before the first change).
 
@@ -43,15 +57,29 @@ async def grant_generation(session: AsyncSession) -> int:
     (`bump_generation`), so a role or key status read AFTER this value in the same
     transaction is at least as new as the generation: a cache tagged with it is exact
     for as long as a later transaction reads the same number (`runtime/core/grantcache`).
+    A value noted earlier in the transaction (`note_generation`) is that read, made then.
     """
+    noted = session.info.get(NOTED_INFO)
+    if noted is not None:
+        return int(noted)
     found = (await session.execute(_READ_GENERATION, {"k": GENERATION_KEY})).scalar()
     return int(found) if found is not None else 0
+
+
+def note_generation(session: AsyncSession, value: str | None) -> None:
+    """Remember the generation a statement of this transaction read (`GENERATION_VALUE`)
+    for `grant_generation`: SQLite's writer holds the write lock from its `BEGIN
+    IMMEDIATE`, so no other transaction can change it before the transaction ends, and
+    one that changes it itself forgets the note (`bump_generation`)."""
+    if not grants_written(session):
+        session.info[NOTED_INFO] = int(value) if value is not None else 0
 
 
 async def bump_generation(session: AsyncSession) -> None:
     """Raise the grants generation (inside the transaction that changes grants or keys)
     and mark the transaction as having written them."""
     session.info[WRITTEN_INFO] = True
+    session.info.pop(NOTED_INFO, None)
     await session.execute(_BUMP_GENERATION, {"k": GENERATION_KEY})
 
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 from sqlalchemy import Table, Text, bindparam, func, insert, select, update
 from sqlalchemy import cast as sql_cast
 
+from stateward.persistence.access import GENERATION_VALUE, note_generation
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.db import loads_json
 from stateward.persistence.errors import LockOrderError, SeqConflict
@@ -75,7 +76,10 @@ _IDS: Any = bindparam("_ids", expanding=True)
 #: cache key every time, and its `IN` list's bound parameter was left in a reference
 #: cycle for the collector (once per group-commit batch).
 _ROWS_BY_ID = select(P).where(P.c.id.in_(_IDS)).order_by(P.c.id)
-_LOCKED_READS = {False: _ROWS_BY_ID, True: _ROWS_BY_ID.with_for_update()}
+#: SQLite's locked read carries the grants generation besides (`access.note_generation`):
+#: the batch's first key status or role lookup then makes no round trip of its own.
+_ROWS_WITH_GENERATION = select(P, GENERATION_VALUE).where(P.c.id.in_(_IDS)).order_by(P.c.id)
+_LOCKED_READS = {False: _ROWS_WITH_GENERATION, True: _ROWS_BY_ID.with_for_update()}
 #: The data of the process ids bound as `_ids`, as JSON text (its length is the size
 #: the `DataCache` counts).
 _DATA_READ = select(D.c.process_id, sql_cast(D.c.data, Text).label("data")).where(
@@ -302,6 +306,8 @@ class ProcessRepository(Repository):
         stmt = _LOCKED_READS[locking]
         for batch in chunks(ordered):
             rows = (await self.session.execute(stmt, {"_ids": batch})).all()
+            if rows and not locking:
+                note_generation(self.session, rows[0].grants_generation)
             known = self.cache.known(batch) if self.cache is not None else {}
             missing = [r.id for r in rows if f"{r.id}:{r.head_hash}" not in known]
             texts: dict[str, str] = {}
@@ -320,6 +326,7 @@ class ProcessRepository(Repository):
         """The record of a locked process row: its data from the cache (`known`, by row
         key) or parsed from `texts` (read for the rows the cache did not hold)."""
         values = row._asdict()
+        values.pop("grants_generation", None)
         hit = known.get(f"{row.id}:{row.head_hash}")
         if hit is not None:
             data, size = hit

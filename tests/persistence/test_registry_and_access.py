@@ -163,3 +163,33 @@ async def test_meta_keeps_the_first_deployment_id(uow_factory: UnitOfWorkFactory
         await uow.commit()
     async with uow_factory(readonly=True) as uow:
         assert (await uow.meta.get("net"), await uow.meta.get("schema_note")) == ("net-1", "b")
+
+
+async def test_the_locked_read_carries_the_grants_generation_on_sqlite(
+    uow_factory: UnitOfWorkFactory, driver_hops: list[str]
+) -> None:
+    """SQLite: a writer's locked read notes the grants generation, so reading it costs
+    nothing more; it is the value a read of its own gives, and a transaction that raises
+    the generation reads the raised value, not the note."""
+    from persistence_factories import new_process
+
+    from stateward.persistence.access import bump_generation, grant_generation
+
+    pid = "00000000-0000-4000-8000-0000000000a1"
+    async with uow_factory() as uow:
+        await uow.processes.add(new_process(pid))
+        await bump_generation(uow.session)
+        await bump_generation(uow.session)
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.processes.lock([pid])
+        sqlite = uow.dialect == "sqlite"
+        driver_hops.clear()
+        assert await grant_generation(uow.session) == 2
+        assert driver_hops == [] or not sqlite  # noted by the locked read: no round trip
+        await bump_generation(uow.session)
+        assert await grant_generation(uow.session) == 3  # its own write: read again
+    async with uow_factory() as uow:  # nothing committed: still 2, read or noted
+        assert await grant_generation(uow.session) == 2
+        await uow.processes.lock([pid])
+        assert await grant_generation(uow.session) == 2

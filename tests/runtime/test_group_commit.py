@@ -272,9 +272,9 @@ async def test_an_event_alone_in_its_batch_is_buffered_too(admin_rt, operator, d
         updates + 1,
         inserted + 1,
     )
-    # BEGIN with the locked read, the batch's reads (grants generation, this workflow's
-    # claimed assignee), then the tail: none of them a write
-    assert driver_hops[0] == "_begun" and driver_hops[1:] == ["_statement", "_statement", "_run"]
+    # BEGIN with the locked read (which carries the grants generation), this workflow's
+    # claimed-assignee read, then the tail: none of them a write
+    assert driver_hops == ["_begun", "_statement", "_run"], driver_hops
     async with admin_rt.uow(readonly=True) as uow:
         stored = await uow.events.for_process(ids[0])
     assert [e.seq for e in stored] == [1, 2, 3, 4] and stored[-1].id == result.event.id
