@@ -78,7 +78,7 @@ _IDS: Any = bindparam("_ids", expanding=True)
 _ROWS_BY_ID = select(P).where(P.c.id.in_(_IDS)).order_by(P.c.id)
 #: SQLite's locked read carries the grants generation besides (`access.note_generation`):
 #: the batch's first key status or role lookup then makes no round trip of its own.
-_ROWS_WITH_GENERATION = select(P, GENERATION_VALUE).where(P.c.id.in_(_IDS)).order_by(P.c.id)
+_ROWS_WITH_GENERATION = _ROWS_BY_ID.add_columns(GENERATION_VALUE)
 _LOCKED_READS = {False: _ROWS_WITH_GENERATION, True: _ROWS_BY_ID.with_for_update()}
 #: The data of the process ids bound as `_ids`, as JSON text (its length is the size
 #: the `DataCache` counts).

@@ -257,7 +257,7 @@ class SearchRepository(Repository):
     ) -> Select[Any]:
         """The SELECT of one page (see `instances`)."""
         key = _statement_key(
-            ("page", self.dialect, search, namespaces, order, backward, limit), position
+            "page", self.dialect, search, namespaces, order, (backward, limit), position
         )
         return _remembered(key, lambda: self._page(search, namespaces, order, position,
                                                     backward, limit))  # fmt: skip
@@ -286,7 +286,7 @@ class SearchRepository(Repository):
         self, search: InstanceSearch, *, namespaces: Sequence[str] | None
     ) -> Select[Any]:
         """The COUNT of every match (see `count_instances`)."""
-        key = _statement_key(("count", self.dialect, search, namespaces, Ordering()), None)
+        key = _statement_key("count", self.dialect, search, namespaces, Ordering(), (), None)
         return _remembered(
             key,
             lambda: (
@@ -551,16 +551,23 @@ _STATEMENTS: dict[tuple[Any, ...], Select[Any]] = {}
 _STATEMENTS_MAX = 256
 
 
-def _statement_key(parts: tuple[Any, ...], position: tuple[Any, str] | None) -> Any:
+def _statement_key(
+    kind: str,
+    dialect: str,
+    search: InstanceSearch,
+    namespaces: Sequence[str] | None,
+    order: Ordering,
+    shape: tuple[Any, ...],
+    position: tuple[Any, str] | None,
+) -> tuple[Any, ...] | None:
     """The key of a search statement, or None when it is not remembered: data
     conditions and data ordering are left out (their JSON values may compare equal
     across types, `True == 1`, where SQL does not); each value of a position goes in
     with its type for the same reason; and a key that cannot be hashed."""
-    search, order = parts[2], parts[4]
     if search.data or order.field == "DATA":
         return None
-    namespaces = parts[3]
-    key = (*parts[:3], None if namespaces is None else tuple(namespaces), *parts[4:])
+    visible = None if namespaces is None else tuple(namespaces)
+    key: tuple[Any, ...] = (kind, dialect, search, visible, order, shape)
     if position is not None:
         key += tuple((type(v), v) for v in position)
     try:
