@@ -549,6 +549,9 @@ class CountRepository(Repository):
 #: instances; docs/performance.md, `row18`).
 _STATEMENTS: dict[tuple[Any, ...], Select[Any]] = {}
 _STATEMENTS_MAX = 256
+#: Characters of filter and cursor text beyond which a search is not remembered, so 256
+#: remembered statements hold at most a few hundred KiB of a caller's values.
+_KEY_TEXT_MAX = 1024
 
 
 def _statement_key(
@@ -563,9 +566,14 @@ def _statement_key(
     """The key of a search statement, or None when it is not remembered: data
     conditions and data ordering are left out (their JSON values may compare equal
     across types, `True == 1`, where SQL does not); each value of a position goes in
-    with its type for the same reason; and a key that cannot be hashed."""
+    with its type for the same reason; a search whose filter and cursor texts are long
+    (`_KEY_TEXT_MAX`); and a key that cannot be hashed."""
     if search.data or order.field == "DATA":
         return None
+    texts = [search.workflow, search.namespace, search.state, search.parent, search.team,
+             search.assignee, *search.statuses, *(position or ())]  # fmt: skip
+    if sum(len(t) for t in texts if isinstance(t, str)) > _KEY_TEXT_MAX:
+        return None  # a caller's long filter values are not kept in memory
     visible = None if namespaces is None else tuple(namespaces)
     key: tuple[Any, ...] = (kind, dialect, search, visible, order, shape)
     if position is not None:

@@ -522,6 +522,10 @@ async def test_a_search_made_again_reuses_its_statement(searchable: UnitOfWorkFa
         assert search.instance_statement(again, namespaces=("acme/sales",), limit=5) is page
         assert search.instance_statement(deal, namespaces=None, limit=5) is not page
         assert search.instance_statement(deal, namespaces=["acme/sales"], limit=6) is not page
+        long = InstanceSearch(workflow="x" * 2000)  # a caller's huge value is not kept
+        assert search.instance_statement(long, namespaces=None) is not search.instance_statement(
+            long, namespaces=None
+        )
         count = search.count_statement(deal, namespaces=None)
         assert search.count_statement(deal, namespaces=None) is count
         vip = InstanceSearch(data=(DataCondition.of("customer.vip", "EQ", True, "/d"),))
