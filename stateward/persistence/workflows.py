@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models import Module, Workflow, WorkflowVersion
@@ -27,6 +28,13 @@ def _version(row: Any) -> WorkflowVersionRecord:
 
 class WorkflowRepository(Repository):
     """Workflows (one row per path) and workflow_versions (one row per version)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        super().__init__(session)
+        #: (path, version) of the versions this transaction stored -> their loaded
+        #: definition (None until `Runtime.definition` loads it): uncommitted until the
+        #: transaction commits, so never remembered beyond it.
+        self.written: dict[tuple[str, int], Any] = {}
 
     async def get(self, path: str) -> WorkflowRecord | None:
         """The workflow at `path` (removed ones included: check `removed`), or None."""
@@ -91,6 +99,7 @@ class WorkflowRepository(Repository):
                 .values(latest_version=version, removed=False, updated_at=now)
             )
         record = WorkflowVersionRecord(path, version, hash, definition, now, event_id, hash_scheme)
+        self.written[(path, version)] = None
         await self.session.execute(
             insert(V).values(
                 path=path,

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -80,7 +80,10 @@ def default_node_key_path(settings: Settings) -> Path:
 
 @dataclass
 class DefinitionCache:
-    """Loaded definitions by (path, version): versions are immutable, so never stale."""
+    """Loaded definitions by (path, version): versions are immutable once committed, so
+    never stale. Only committed rows are put here: a version stored by the transaction
+    reading it stays with that transaction (`Runtime.definition`), since a rolled-back
+    deploy's version number may later be stored with other content."""
 
     limit: int = 1024
     _items: dict[tuple[str, int], Definition] = field(default_factory=dict)
@@ -297,21 +300,23 @@ class Runtime:
         """
         if path.rsplit("/", 1)[-1] == "bootstrap":
             return bootstrap_definition(path.rsplit("/", 1)[0])
-        if version is not None:
-            cached = self.definitions.get(path, version)
-            if cached is not None:
-                return cached
-        else:
+        if version is None:
             current = await uow.workflows.get(path)
             if current is None or current.removed:
                 raise DomainError(NOT_FOUND, f"workflow {path} is not deployed")
             version = current.latest_version
-            cached = self.definitions.get(path, version)
-            if cached is not None:
-                return cached
+        key = (path, version)
+        written = uow.workflows.written
+        own = key in written  # stored by this very transaction: not committed yet
+        cached = written[key] if own else self.definitions.get(path, version)
+        if cached is not None:
+            return cast(Definition, cached)
         record = await uow.workflows.version(path, version)
         if record is None:
             raise DomainError(NOT_FOUND, f"workflow {path} version {version} does not exist")
+        if own:  # remembered by this transaction only (it may yet roll back)
+            written[key] = definition = load_definition(record.definition)
+            return definition
         return self.definitions.from_record(record)
 
 
