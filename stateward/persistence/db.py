@@ -12,6 +12,8 @@ migrations (`init_schema`), never by `metadata.create_all`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,14 +224,57 @@ async def init_schema(engine: AsyncEngine, revision: str = "head") -> None:
     Safe to call concurrently from several nodes: PostgreSQL serialises it with an
     advisory lock, SQLite with its write lock (`BEGIN IMMEDIATE`).
     """
+    await _migrate(engine, partial(_upgrade, revision=revision))
+
+
+async def downgrade_schema(engine: AsyncEngine, revision: str) -> None:
+    """Take the database schema back to `revision` (the migrations' downgrades), as
+    `init_schema` takes it forward."""
+    await _migrate(engine, partial(_downgrade, revision=revision))
+
+
+async def _migrate(engine: AsyncEngine, step: Callable[[Connection], None]) -> None:
+    """Run `step` (alembic on a sync connection) in one transaction: PostgreSQL under
+    the schema's advisory lock, SQLite as `_migrate_sqlite` says."""
+    if engine.dialect.name == "sqlite":
+        await _migrate_sqlite(engine, step)
+        return
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK_KEY})
-        await conn.run_sync(_upgrade, revision)
+        await conn.run_sync(step)
+
+
+async def _migrate_sqlite(engine: AsyncEngine, step: Callable[[Connection], None]) -> None:
+    """SQLite: the migrations run with foreign keys off, and the result is checked with
+    `PRAGMA foreign_key_check` before the COMMIT.
+
+    A migration that changes a constraint rebuilds the table (alembic's batch mode:
+    create a copy, drop the table, rename the copy). With foreign keys on, dropping a
+    table that other rows reference fails, and renaming rewrites the references; SQLite
+    lets them be switched off only outside a transaction, so here, on the connection,
+    before its BEGIN. The check then refuses to commit a schema whose references no
+    longer hold."""
+    async with engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        driver: Any = raw.driver_connection
+        await (await driver.execute("PRAGMA foreign_keys=OFF")).close()
+        try:
+            async with conn.begin():
+                await conn.run_sync(step)
+                broken = (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all()
+                if broken:
+                    raise RuntimeError(f"the migrated schema breaks foreign keys: {broken[:5]}")
+        finally:
+            await (await driver.execute("PRAGMA foreign_keys=ON")).close()
 
 
 def _upgrade(connection: Connection, revision: str) -> None:
     command.upgrade(alembic_config(connection), revision)
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    command.downgrade(alembic_config(connection), revision)
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:

@@ -2,9 +2,11 @@
 
 A unique-constraint violation on `events` means someone else got there first:
 `SeqConflict` (another event took this process's next seq: retry on fresh state),
-`NonceConflict` (the actor's nonce was used by another envelope: `REPLAYED`),
-`DuplicateEvent` (the exact same envelope is already stored: answer idempotently).
-After any of them the unit of work's transaction is unusable and must be rolled back.
+`NonceConflict` (the actor's nonce is used already: by another envelope, `REPLAYED`; by
+this very envelope, stored before, answered idempotently once the runtime finds the
+original), `DuplicateEvent` (the identity's own unique index, which databases migrated
+before 0021 had). After any of them the unit of work's transaction is unusable and must
+be rolled back.
 """
 
 from __future__ import annotations

@@ -92,29 +92,33 @@ class EventRepository(Repository):
         row = (await self.session.execute(stmt)).one_or_none()
         return None if row is None else _record(row)
 
-    async def by_identity(self, identity: str) -> StoredEvent | None:
-        """The event whose envelope identity (sha256 of canonical bytes) is `identity`."""
-        row = (await self.session.execute(select(E).where(E.c.identity == identity))).one_or_none()
-        return None if row is None else _record(row)
-
     async def stored_keys(self, keys: list[EventKey]) -> frozenset[str]:
         """The identities among `keys` (identity, actor, nonce) whose envelope or whose
         (actor, nonce) is stored already (the group committer's check before a batch,
-        `writebuffer.AlreadyStored`; SQLite runs it in the commit's tail)."""
+        `writebuffer.AlreadyStored`; SQLite runs it in the commit's tail). Looked up by
+        (actor, nonce) alone: a stored envelope has its own pair (`originals`)."""
         found: list[Any] = []
         for chunk in chunks(keys):
             used = _used_nonce((actor, nonce) for _, actor, nonce in chunk)
-            known = E.c.identity.in_([identity for identity, _, _ in chunk])
-            stmt = select(E.c.identity, E.c.actor, E.c.nonce).where(or_(known, used))
+            stmt = select(E.c.identity, E.c.actor, E.c.nonce).where(used)
             found += (await self.session.execute(stmt)).all()
         return matching(keys, found)
 
-    async def by_identities(self, identities: list[str]) -> dict[str, StoredEvent]:
-        """The stored events among these envelope identities, by identity."""
+    async def originals(self, keys: list[EventKey]) -> dict[str, StoredEvent]:
+        """The stored events of these very envelopes, by identity; `keys` are (identity,
+        actor, nonce). Found through the unique (actor, nonce) index: an envelope's
+        identity hashes its canonical bytes, which hold its actor and nonce, so its
+        stored event can only be the one with its pair (identity has no index: migration
+        0021). A stored event with the pair but another identity is not an original (a
+        replay: `used_nonces`)."""
+        wanted: dict[tuple[str, str], set[str]] = {}
+        for identity, actor, nonce in keys:  # one pair may come with several envelopes
+            wanted.setdefault((actor, nonce), set()).add(identity)
         found: dict[str, StoredEvent] = {}
-        for chunk in chunks(dict.fromkeys(identities)):
-            rows = await self.session.execute(select(E).where(E.c.identity.in_(chunk)))
-            found.update((row.identity, _record(row)) for row in rows)
+        for chunk in chunks(list(wanted)):
+            for row in await self.session.execute(select(E).where(_used_nonce(chunk))):
+                if row.identity in wanted.get((row.actor, row.nonce), ()):
+                    found[row.identity] = _record(row)
         return found
 
     async def used_nonces(self, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:

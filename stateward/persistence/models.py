@@ -160,8 +160,9 @@ class Event(Base):
 
     __table_args__ = (
         UniqueConstraint("process_id", "seq"),
+        # (actor, nonce) also keeps an envelope from being stored twice: its identity
+        # hashes its canonical bytes, which hold both (no index of its own: migration 0021)
         UniqueConstraint("actor", "nonce"),
-        UniqueConstraint("identity"),
         # The audit log (issue 16): by time, and by actor and time.
         Index("ix_events_recorded_at_id", "recorded_at", "id"),
         Index("ix_events_actor_recorded_at_id", "actor", "recorded_at", "id"),

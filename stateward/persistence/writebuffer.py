@@ -89,15 +89,15 @@ def refuse_stored(events: list[StoredEvent], run: Callable[[str, tuple[Any, ...]
 
 
 def already_stored_sql(keys: list[EventKey]) -> list[tuple[str, tuple[Any, ...]]]:
-    """SQLite statements (qmark) finding the stored events that share an identity or an
-    (actor, nonce) with `keys`: rows (identity, actor, nonce), through the two unique
-    indexes of `events` (PostgreSQL: `EventRepository.stored_keys`)."""
+    """SQLite statements (qmark) finding the stored events that share an (actor, nonce)
+    with `keys` (the same envelope has the same pair): rows (identity, actor, nonce),
+    through the unique (actor, nonce) index of `events` (PostgreSQL:
+    `EventRepository.stored_keys`)."""
     out: list[tuple[str, tuple[Any, ...]]] = []
     for start in range(0, len(keys), _LOOKUP_CHUNK):
         chunk = keys[start : start + _LOOKUP_CHUNK]
-        parts = [f"SELECT identity, actor, nonce FROM events WHERE identity IN "
-                 f"({', '.join('?' * len(chunk))})"]  # fmt: skip
-        params: list[Any] = [identity for identity, _, _ in chunk]
+        parts: list[str] = []
+        params: list[Any] = []
         for actor, nonces in nonces_by_actor((a, n) for _, a, n in chunk).items():
             parts.append(
                 "SELECT identity, actor, nonce FROM events WHERE actor = ? AND nonce IN "

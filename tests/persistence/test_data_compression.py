@@ -5,12 +5,11 @@ every instance's value carried over unchanged, and the values written before eit
 
 from __future__ import annotations
 
-from alembic import command
 from sqlalchemy import text
 
 from stateward.governance.keys import generate_keypair
 from stateward.persistence import create_engine, init_schema
-from stateward.persistence.db import alembic_config, current_revision, loads_json
+from stateward.persistence.db import current_revision, downgrade_schema, loads_json
 from stateward.runtime.access import registry
 from stateward.runtime.access.genesis import init
 from stateward.runtime.core.act import act
@@ -62,8 +61,7 @@ async def _method(url: str, table: str) -> str | None:
 async def _downgrade(url: str, revision: str) -> None:
     engine = create_engine(url)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), revision))
+        await downgrade_schema(engine, revision)
     finally:
         await engine.dispose()
 
@@ -72,7 +70,7 @@ async def _upgrade(url: str) -> None:
     engine = create_engine(url)
     try:
         await init_schema(engine)
-        assert await current_revision(engine) == "0020"
+        assert await current_revision(engine) == "0021"
     finally:
         await engine.dispose()
 

@@ -3,12 +3,11 @@ log in `events.id` order, giving the same tree a fresh database built."""
 
 from __future__ import annotations
 
-from alembic import command
 from alembic.script import ScriptDirectory
 
 from stateward.governance.keys import generate_keypair
 from stateward.persistence import create_engine, init_schema
-from stateward.persistence.db import alembic_config, current_revision
+from stateward.persistence.db import alembic_config, current_revision, downgrade_schema
 from stateward.runtime.access import registry
 from stateward.runtime.access.genesis import init
 from stateward.runtime.core.services import Runtime
@@ -42,8 +41,7 @@ async def test_an_old_database_gets_its_events_logged_in_id_order(db_url):
         await rt.close()
     engine = create_engine(db_url)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
+        await downgrade_schema(engine, "0002")
         assert await current_revision(engine) == "0002"
         await init_schema(engine)
         assert (
@@ -86,8 +84,8 @@ async def test_the_unsigned_trusted_signers_row_becomes_legacy_trust_and_still_v
         await rt.close()
     engine = create_engine(db_url)
     try:
+        await downgrade_schema(engine, "0008")
         async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0008"))
             await conn.execute(
                 text("INSERT INTO meta (key, value) VALUES ('trusted_signers', :v)"),
                 {"v": json.dumps([node.public])},
@@ -132,8 +130,7 @@ async def test_versions_of_an_older_database_keep_their_hash_as_scheme_1_and_ver
         await rt.close()
     engine = create_engine(db_url)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0009"))
+        await downgrade_schema(engine, "0009")
         await init_schema(engine)
     finally:
         await engine.dispose()
@@ -188,14 +185,14 @@ async def test_log_nodes_in_the_old_form_migrate_to_the_compact_table(db_url):
         await rt.close()
     engine = create_engine(db_url)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0015"))
+        await downgrade_schema(engine, "0015")
+        async with engine.connect() as conn:
             old = (await conn.execute(text("SELECT hash, event_id FROM log_nodes"))).all()
         assert {len(h) for h, _e in old} == {64} and all(isinstance(h, str) for h, _e in old)
         size = before[0][0]  # every perfect subtree: 2n - popcount(n) nodes, n of them leaves
         assert len(old) == 2 * size - size.bit_count() and sum(e is not None for _h, e in old) == 9
         await init_schema(engine)
-        assert await current_revision(engine) == "0020"
+        assert await current_revision(engine) == "0021"
         async with engine.connect() as conn:
             new = (await conn.execute(text("SELECT hash FROM log_nodes"))).scalars().all()
         assert len(new) == len(old) and {len(bytes(h)) for h in new} == {32}

@@ -10,7 +10,6 @@ from persistence_factories import T0, at, new_event, new_process
 
 from stateward.domain.model import ProcessSnapshot
 from stateward.persistence import (
-    DuplicateEvent,
     NonceConflict,
     SeqConflict,
     UnitOfWorkFactory,
@@ -78,7 +77,13 @@ async def test_an_event_and_its_process_update_commit_together(
         assert await uow.processes.get(record.id) == moved
         assert await uow.events.for_process(record.id) == [stored]
         assert await uow.events.get(record.id, 1) == stored
-        assert await uow.events.by_identity(stored.identity) == stored
+        key = (stored.identity, stored.actor, stored.nonce)
+        assert await uow.events.originals([key]) == {stored.identity: stored}
+        # the same (actor, nonce) under another identity is no original: a replay
+        replay = ("f" * 64, stored.actor, stored.nonce)
+        assert await uow.events.originals([replay]) == {}
+        assert await uow.events.originals([replay, key]) == {stored.identity: stored}
+        assert await uow.events.originals([key, replay]) == {stored.identity: stored}
         assert await uow.events.by_nonce(stored.actor, stored.nonce) == stored
         assert await uow.processes.next_seq(record.id) == 2
 
@@ -132,17 +137,23 @@ async def test_a_reused_nonce_raises_nonce_conflict(uow_factory: UnitOfWorkFacto
     assert caught.value.code == "REPLAYED"
 
 
-async def test_the_same_envelope_twice_raises_duplicate_event(
+async def test_the_same_envelope_twice_is_refused_by_its_actor_and_nonce(
     uow_factory: UnitOfWorkFactory,
 ) -> None:
+    """The envelope's (actor, nonce) keeps it from being stored twice (identity has no
+    unique index of its own: migration 0021); the runtime answers such a resubmission
+    as a duplicate by finding the stored original (`originals`)."""
     record = await _stored(uow_factory)
     event = new_event(record.id, 1)
     async with uow_factory() as uow:
         await uow.events.append(event)
         await uow.commit()
     async with uow_factory() as uow:
-        with pytest.raises(DuplicateEvent):
-            await uow.events.append(replace(event, seq=2, nonce="other-nonce"))
+        with pytest.raises(NonceConflict):
+            await uow.events.append(replace(event, seq=2))
+    async with uow_factory(readonly=True) as uow:
+        key = (event.identity, event.actor, event.nonce)
+        assert list(await uow.events.originals([key])) == [event.identity]
 
 
 async def test_latest_events_by_process_returns_the_last_n_in_order(

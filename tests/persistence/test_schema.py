@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -12,7 +13,13 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateward.persistence import UnitOfWorkFactory, init_schema
-from stateward.persistence.db import SQLITE_CACHE_KIB, create_engine, current_revision
+from stateward.persistence.db import (
+    SQLITE_CACHE_KIB,
+    create_engine,
+    current_revision,
+    downgrade_schema,
+    sqlite_file,
+)
 from stateward.persistence.models import Base
 from stateward.settings import Settings
 
@@ -53,7 +60,7 @@ async def test_migrations_create_every_table(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
     assert tables >= EXPECTED_TABLES
-    assert await current_revision(engine) == "0020"
+    assert await current_revision(engine) == "0021"
 
 
 async def test_migrated_schema_matches_the_models(engine: AsyncEngine) -> None:
@@ -86,7 +93,7 @@ async def test_sla_and_outbox_indexes_are_partial(engine: AsyncEngine) -> None:
 async def test_init_schema_twice_changes_nothing(engine: AsyncEngine) -> None:
     await init_schema(engine)
     await init_schema(engine)
-    assert await current_revision(engine) == "0020"
+    assert await current_revision(engine) == "0021"
 
 
 async def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_db_url: str) -> None:
@@ -191,18 +198,71 @@ async def test_the_unused_hash_index_of_events_is_dropped_and_comes_back_on_down
 ) -> None:
     """Migration 0018: `ix_events_hash` (no query reads events by hash) is gone; a
     downgrade to 0017 creates it again, and the upgrade drops it again."""
-    from alembic import command
-
-    from stateward.persistence.db import alembic_config
 
     def names(c):  # type: ignore[no-untyped-def]
         return {i["name"] for i in inspect(c).get_indexes("events")}
 
-    async with engine.begin() as conn:
+    async with engine.connect() as conn:
         assert "ix_events_hash" not in await conn.run_sync(names)
-        await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0017"))
+    await downgrade_schema(engine, "0017")
+    async with engine.connect() as conn:
         assert "ix_events_hash" in await conn.run_sync(names)
     await init_schema(engine)
     async with engine.connect() as conn:
         assert "ix_events_hash" not in await conn.run_sync(names)
-    assert await current_revision(engine) == "0020"
+    assert await current_revision(engine) == "0021"
+
+
+async def test_events_identity_has_no_unique_index_and_it_comes_back_on_downgrade(
+    engine: AsyncEngine,
+) -> None:
+    """Migration 0021: (actor, nonce) alone keeps an envelope from being stored twice;
+    `uq_events_identity` is gone, a downgrade to 0020 creates it again (SQLite: the
+    table rebuilt), and the upgrade drops it again. On SQLite the migrating connection
+    goes back to the pool with foreign keys on."""
+
+    def uniques(c):  # type: ignore[no-untyped-def]
+        return {tuple(u["column_names"]) for u in inspect(c).get_unique_constraints("events")}
+
+    async with engine.connect() as conn:
+        found = await conn.run_sync(uniques)
+    assert found == {("process_id", "seq"), ("actor", "nonce")}
+    await downgrade_schema(engine, "0020")
+    async with engine.connect() as conn:
+        assert ("identity",) in await conn.run_sync(uniques)
+    await init_schema(engine)
+    assert await current_revision(engine) == "0021"
+    async with engine.connect() as conn:
+        assert ("identity",) not in await conn.run_sync(uniques)
+        if conn.dialect.name == "sqlite":
+            assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar_one() == 1
+
+
+async def test_a_sqlite_migration_that_would_break_a_reference_is_not_committed(
+    sqlite_db_url: str,
+) -> None:
+    """The migrations run with SQLite's foreign keys off (a rebuilt table is dropped and
+    renamed); `PRAGMA foreign_key_check` then refuses to commit broken references: here
+    a version row pointing at an event that does not exist (written around the checks
+    by a plain connection, whose foreign keys are off by default)."""
+    engine = create_engine(sqlite_db_url)
+    try:
+        await init_schema(engine)
+        path = sqlite_file(sqlite_db_url)
+        assert path is not None
+        plain = sqlite3.connect(path)
+        with plain:
+            plain.execute(
+                "INSERT INTO workflows (path, namespace, name, latest_version, removed, "
+                "created_at, updated_at) VALUES ('a/b', 'a', 'b', 1, 0, 'x', 'x')"
+            )
+            plain.execute(
+                "INSERT INTO workflow_versions (path, version, hash, definition, created_at, "
+                "event_id, hash_scheme) VALUES ('a/b', 1, 'h', '{}', 'x', 999, 2)"
+            )
+        plain.close()
+        with pytest.raises(RuntimeError, match="breaks foreign keys"):
+            await downgrade_schema(engine, "0020")
+        assert await current_revision(engine) == "0021"
+    finally:
+        await engine.dispose()

@@ -714,7 +714,9 @@ async def _stored_originals(
     `check_nonce`, or for an entry refused for its nonce) which of the others' (actor,
     nonce) are used by another event."""
     async with runtime.uow(readonly=True) as uow:
-        events = await uow.events.by_identities([identity for _, identity, _ in entries])
+        events = await uow.events.originals(
+            [(identity, s.envelope.actor, s.envelope.nonce) for s, identity, _ in entries]
+        )
         pairs = [
             (signed.envelope.actor, signed.envelope.nonce)
             for signed, identity, error in entries
