@@ -254,7 +254,8 @@ async def _migrate_sqlite(engine: AsyncEngine, step: Callable[[Connection], None
     table that other rows reference fails, and renaming rewrites the references; SQLite
     lets them be switched off only outside a transaction, so here, on the connection,
     before its BEGIN. The check then refuses to commit a schema whose references no
-    longer hold."""
+    longer hold. The connection goes back to the pool only with foreign keys on again
+    (read back); otherwise it is dropped."""
     async with engine.connect() as conn:
         raw = await conn.get_raw_connection()
         driver: Any = raw.driver_connection
@@ -266,7 +267,22 @@ async def _migrate_sqlite(engine: AsyncEngine, step: Callable[[Connection], None
                 if broken:
                     raise RuntimeError(f"the migrated schema breaks foreign keys: {broken[:5]}")
         finally:
-            await (await driver.execute("PRAGMA foreign_keys=ON")).close()
+            if not await _foreign_keys_back_on(driver):
+                await conn.invalidate()
+
+
+async def _foreign_keys_back_on(driver: Any) -> bool:
+    """Switch SQLite's foreign keys on again on `driver` (an aiosqlite connection) and
+    read the setting back: False when that failed (a PRAGMA inside an open transaction
+    is silently ignored; a broken connection raises)."""
+    try:
+        await (await driver.execute("PRAGMA foreign_keys=ON")).close()
+        cursor = await driver.execute("PRAGMA foreign_keys")
+        row = await cursor.fetchone()
+        await cursor.close()
+    except Exception:
+        return False
+    return row is not None and row[0] == 1
 
 
 def _upgrade(connection: Connection, revision: str) -> None:

@@ -266,3 +266,23 @@ async def test_a_sqlite_migration_that_would_break_a_reference_is_not_committed(
         assert await current_revision(engine) == "0021"
     finally:
         await engine.dispose()
+
+
+async def test_foreign_keys_are_read_back_before_a_migrating_connection_is_pooled_again(
+    sqlite_db_url: str,
+) -> None:
+    """`_foreign_keys_back_on` reports False when SQLite ignored the PRAGMA (inside an
+    open transaction), so `_migrate_sqlite` drops such a connection instead of pooling a
+    connection that would not enforce foreign keys."""
+    import aiosqlite
+
+    from stateward.persistence.db import _foreign_keys_back_on
+
+    path = sqlite_file(sqlite_db_url)
+    assert path is not None
+    async with aiosqlite.connect(path, isolation_level=None) as driver:
+        await driver.execute("PRAGMA foreign_keys=OFF")
+        await driver.execute("BEGIN")
+        assert not await _foreign_keys_back_on(driver)  # ignored inside the transaction
+        await driver.execute("COMMIT")
+        assert await _foreign_keys_back_on(driver)
