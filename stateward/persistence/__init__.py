@@ -8,7 +8,6 @@ dataclasses (`stateward.domain.model` types or the read-model records of
 
 from stateward.persistence.db import create_engine, init_schema, session_factory, sqlite_file
 from stateward.persistence.errors import (
-    DuplicateEvent,
     NonceConflict,
     PersistenceConflict,
     SeqConflict,
@@ -16,7 +15,6 @@ from stateward.persistence.errors import (
 from stateward.persistence.uow import UnitOfWork, UnitOfWorkFactory
 
 __all__ = [
-    "DuplicateEvent",
     "NonceConflict",
     "PersistenceConflict",
     "SeqConflict",

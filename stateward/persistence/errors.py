@@ -4,9 +4,8 @@ A unique-constraint violation on `events` means someone else got there first:
 `SeqConflict` (another event took this process's next seq: retry on fresh state),
 `NonceConflict` (the actor's nonce is used already: by another envelope, `REPLAYED`; by
 this very envelope, stored before, answered idempotently once the runtime finds the
-original), `DuplicateEvent` (the identity's own unique index, which databases migrated
-before 0021 had). After any of them the unit of work's transaction is unusable and must
-be rolled back.
+original — the identity has no unique index of its own, migration 0021). After either
+the unit of work's transaction is unusable and must be rolled back.
 """
 
 from __future__ import annotations
@@ -42,14 +41,9 @@ class NonceConflict(PersistenceConflict):
     code = REPLAYED
 
 
-class DuplicateEvent(PersistenceConflict):
-    """An event with the same identity (sha256 of the canonical envelope) exists."""
-
-
 #: Markers in the driver message -> the exception they mean. PostgreSQL names the
 #: constraint; SQLite lists the columns.
 _MARKERS: tuple[tuple[tuple[str, ...], type[PersistenceConflict]], ...] = (
-    (("uq_events_identity", "events.identity"), DuplicateEvent),
     (("uq_events_actor_nonce", "events.actor, events.nonce"), NonceConflict),
     (("uq_events_process_id_seq", "events.process_id, events.seq"), SeqConflict),
 )

@@ -60,7 +60,7 @@ class EventRepository(Repository):
         transaction (`writebuffer`) the row is queued and its `id` set at the flush.
 
         The event joins the deployment log at commit (`LogRepository.sequence`).
-        Raises `SeqConflict`, `NonceConflict` or `DuplicateEvent` when a unique constraint
+        Raises `SeqConflict` or `NonceConflict` when a unique constraint
         says another event got there first; the transaction must then be rolled back.
         """
         at = recorded_at or event.recorded_at or event.ts

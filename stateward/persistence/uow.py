@@ -220,8 +220,8 @@ class UnitOfWork:
 
     async def commit(self) -> None:
         """The sequencer step (global lock last, outbox rows appended), then COMMIT.
-        Unique-constraint conflicts on events surface as `SeqConflict` / `NonceConflict` /
-        `DuplicateEvent` (and nothing is committed)."""
+        Unique-constraint conflicts on events surface as `SeqConflict` / `NonceConflict`
+        (and nothing is committed)."""
         try:
             if self.dialect == "postgresql":
                 await writebuffer.flush(self.session)

@@ -9,6 +9,7 @@ from typing import Any, cast
 from sqlalchemy import Table, func, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stateward.domain.model import Definition
 from stateward.persistence.base import Repository, chunks, to_record
 from stateward.persistence.models import Module, Workflow, WorkflowVersion
 from stateward.records import ModuleRecord, WorkflowRecord, WorkflowVersionRecord
@@ -34,7 +35,7 @@ class WorkflowRepository(Repository):
         #: (path, version) of the versions this transaction stored -> their loaded
         #: definition (None until `Runtime.definition` loads it): uncommitted until the
         #: transaction commits, so never remembered beyond it.
-        self.written: dict[tuple[str, int], Any] = {}
+        self.written: dict[tuple[str, int], Definition | None] = {}
 
     async def get(self, path: str) -> WorkflowRecord | None:
         """The workflow at `path` (removed ones included: check `removed`), or None."""

@@ -42,7 +42,7 @@ from stateward.governance.keys import is_public_key, verify_signature
 from stateward.governance.verification import verify_envelope
 from stateward.observe import metrics, tracing
 from stateward.observe.act import observed_act
-from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict, UnitOfWork
+from stateward.persistence import NonceConflict, SeqConflict, UnitOfWork
 from stateward.persistence.access import grant_generation, grants_written
 from stateward.persistence.errors import is_transient
 from stateward.persistence.retry import (
@@ -240,7 +240,7 @@ async def act_verified(
             races += 1
             if not attested or races >= MAX_ATTEMPTS:
                 break
-        except (DomainError, DuplicateEvent, NonceConflict) as error:
+        except (DomainError, NonceConflict) as error:
             return await _resubmission(runtime, signed, identity, error)
         except IntegrityError as error:
             conflict = DomainError(CONFLICT, f"concurrent write on {envelope.process}: {error}")

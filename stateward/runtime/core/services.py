@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -310,7 +310,7 @@ class Runtime:
         own = key in written  # stored by this very transaction: not committed yet
         cached = written[key] if own else self.definitions.get(path, version)
         if cached is not None:
-            return cast(Definition, cached)
+            return cached
         record = await uow.workflows.version(path, version)
         if record is None:
             raise DomainError(NOT_FOUND, f"workflow {path} version {version} does not exist")

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateward.domain.errors import CONFLICT, REPLAYED, DomainError
 from stateward.governance.envelope import SignedEnvelope
-from stateward.persistence import DuplicateEvent, NonceConflict, SeqConflict
+from stateward.persistence import NonceConflict, SeqConflict
 from stateward.persistence.retry import retry_transient
 from stateward.runtime.access.governance_ops import PENDING_WORKFLOWS
 from stateward.runtime.core.act import (
@@ -74,7 +74,7 @@ async def act_many(
         except SeqConflict:
             now = runtime.clock.now()
             continue
-        except (DuplicateEvent, NonceConflict) as error:
+        except NonceConflict as error:
             raise DomainError(
                 REPLAYED, f"an envelope of the batch was already applied: {error}"
             ) from error
