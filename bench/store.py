@@ -13,7 +13,8 @@ Per backend (SQLite file at synchronous=NORMAL; PostgreSQL in a temporary databa
 The ratio is events/s over bare inserts/s. PostgreSQL uses STATEWARD_TEST_POSTGRES_URL,
 defaulting to the local server (postgresql+asyncpg://postgres@127.0.0.1:5432/test); when
 it cannot be reached the PostgreSQL figures are null with a note on stderr.
-Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`):
+Then on SQLite files, in alternating rounds (median ratio of `ROUNDS`, 1 with `--quick`),
+each timed after `WARM_PER_INSTANCE` untimed events per instance:
 - `full_vs_normal`: events/s with STATEWARD_SQLITE_SYNCHRONOUS=full ÷ normal, 32 writers
   (goal >= 0.3);
 - `data_64k_vs_1k`: events/s on instances holding 64 KB of data ÷ 1 KB (goal >= 0.9), with
@@ -26,7 +27,14 @@ Then on SQLite files, in alternating rounds (median ratio of 3, 1 with `--quick`
   on PostgreSQL when it is reachable (`_cpu`: this process's CPU; with a
   local server also `data_server_ms_1k_pg` / `data_server_ms_64k_pg`, the PostgreSQL
   cluster's CPU ms per event, from /proc).
-Usage: `python bench/store.py [--quick] [--json]`; `--json` prints one JSON object last.
+The process runs the runtime as `stateward serve` does: its heap frozen once the modules
+are loaded and the server's collector thresholds (`commands.serve.freeze_heap`), so the
+collections measured are a server's. With CPython's defaults (`--default-gc`, how the
+bench ran before session 18) a young collection ran every 700 allocations and the
+walks of the instances' data cost the 64 KB rounds ≈ 5 % more CPU per event than the
+1 KB ones (docs/performance.md, "Session 18").
+Usage: `python bench/store.py [--quick] [--json] [--default-gc]`; `--json` prints one JSON
+object last (`gc`: "server" or "default").
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from stateward.commands.serve import freeze_heap
 from stateward.governance.keys import generate_keypair
 from stateward.runtime.access import registry
 from stateward.runtime.access.genesis import init
@@ -58,6 +67,13 @@ from stateward.settings import Settings
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CLOCK_TICKS, process_stat
 
+#: Alternating rounds of the variants (`--quick`: 1): each ratio is their median. Five,
+#: not three: on a shared host one round's ratio moves by ±0.15.
+ROUNDS = 5
+#: Untimed events per instance before a variant's round is timed (`_sqlite_rate`): the
+#: first event of an instance pays what belongs to starting it (the first dump of its
+#: large values, its start's pages checkpointed, its rows read into the page cache).
+WARM_PER_INSTANCE = 10
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 COUNTER = {
     "$version": "2.0",
@@ -83,9 +99,11 @@ async def _events(
     data: dict[str, Any] | None = None,
     cpu: list[float] | None = None,
     edit: str = "tick",
+    warm: int = 0,
 ) -> tuple[float, int]:
     """(events/s, bytes of one event row) for `n` ticks through `act` (instances started
-    with `data`; the CPU seconds of the ticks appended to `cpu` when given). With
+    with `data`; the CPU seconds of the ticks appended to `cpu` when given), after
+    `warm` ticks that are not timed. With
     `edit="note"` each event is a `note` instead: `$set` of a string whose length changes
     from one event to the next (0–12 characters), so the data's JSON text changes length
     at every event, as most edits do (a tick keeps it: the counter's digits); with
@@ -104,13 +122,16 @@ async def _events(
             rt, operator, ids[i % instances], edit, COUNTER["$path"],
             inputs.get(edit, lambda i: {"i": i})(i),
         )
-        for i in range(n)
+        for i in range(warm + n)
     ]  # fmt: skip
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: Any) -> None:
         async with gate:
             await act(rt, item, attested=False)
+
+    await asyncio.gather(*(one(s) for s in signed[:warm]))
+    signed = signed[warm:]
 
     server = _server_cpu if make_url(str(rt.engine.url)).get_backend_name() != "sqlite" else None
     start, used = time.perf_counter(), time.process_time()
@@ -210,8 +231,9 @@ async def _sqlite_rate(
     cpu: list[float] = []
     try:
         rate, _ = await _events(
-            rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu, edit=edit
-        )
+            rt, n, concurrency, concurrency, group=True, data=data, cpu=cpu, edit=edit,
+            warm=WARM_PER_INSTANCE * concurrency,
+        )  # fmt: skip
     finally:
         await rt.close()
     return rate, cpu[0] * 1000 / n, (cpu[1] * 1000 / n if len(cpu) > 1 else None)
@@ -326,7 +348,7 @@ async def _run(quick: bool) -> dict[str, Any]:
     except Exception as error:  # asyncpg raises its own hierarchy on refused logins
         print(f"note: PostgreSQL part failed ({error}); its figures are null", file=sys.stderr)
         result["postgres"] = None
-    result.update(await _variants(quick, 1 if quick else 3, result["postgres"] is not None))
+    result.update(await _variants(quick, 1 if quick else ROUNDS, result["postgres"] is not None))
     return result
 
 
@@ -335,7 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer events (< 30 s)")
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="CPython's default collector settings, not the server's (`freeze_heap`)",
+    )
     args = parser.parse_args(argv)
+    if not args.default_gc:
+        freeze_heap()
     try:
         result = asyncio.run(_run(args.quick))
     finally:
@@ -365,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             json.dumps(
                 {
+                    "gc": "default" if args.default_gc else "server",
                     "sqlite_events_per_s": round(sq["events_per_s"], 1),
                     "sqlite_ratio_vs_bare_insert": round(sq["ratio_vs_bare_insert"], 3),
                     "sqlite_single_events_per_s": round(sq["single_events_per_s"], 1),
