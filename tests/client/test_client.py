@@ -4,6 +4,7 @@ subscription that survives a server restart without a gap or a duplicate."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 from client_server import server_env
 from e2e.harness import ServerProcess
 
-from stateward.client import BusEvent, Client, StatewardError, canonical
+from stateward.client import BusEvent, Client, StatewardError, canonical, signing
+from stateward.governance.keys import b64url_decode
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +47,18 @@ async def deploy(client: Client) -> None:
 
 def test_canonical_bytes_follow_rfc_8785() -> None:
     assert canonical({"b": 1, "a": [1.0, "é", None]}) == '{"a":[1,"é",null],"b":1}'.encode()
+
+
+def test_the_clients_nonces_begin_with_the_time_and_end_with_16_random_bytes() -> None:
+    """As the server's own (`envelope.new_nonce`): the time keeps the log's (actor, nonce)
+    index writing a few pages, the random bytes keep nonces unique."""
+    before = int(time.time() * 1000)
+    raw = [b64url_decode(signing.nonce()) for _ in range(50)]
+    after = int(time.time() * 1000)
+    assert all(len(r) == 22 and before <= int.from_bytes(r[:6], "big") <= after for r in raw)
+    assert len({r[6:] for r in raw}) == 50
+    made = signing.envelope("net", "p", "tick", "a/b", {}, "actor")
+    assert before <= int.from_bytes(b64url_decode(made["nonce"])[:6], "big")
 
 
 async def test_a_key_signs_locally_and_the_log_names_it_as_signer(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -11,6 +12,8 @@ import pytest
 from stateward.domain.canonical import canonical_bytes, sha256_hex
 from stateward.domain.errors import DomainError
 from stateward.governance.envelope import (
+    NONCE_BYTES,
+    NONCE_TIME_BYTES,
     Envelope,
     SignedEnvelope,
     build_envelope,
@@ -19,7 +22,7 @@ from stateward.governance.envelope import (
     new_nonce,
     parse_ts,
 )
-from stateward.governance.keys import KeyPair, b64url_decode
+from stateward.governance.keys import KeyPair, b64url_decode, b64url_encode
 from stateward.governance.verification import sign_envelope
 
 NOW = datetime(2026, 11, 30, 2, 21, 9, 123000, tzinfo=UTC)
@@ -150,7 +153,7 @@ def test_build_envelope_draws_a_fresh_nonce_and_formats_ts(alice: KeyPair) -> No
     one = build_envelope(NET, "p-1", "$start", "a/b", {"data": {}}, alice.public, NOW)
     two = build_envelope(NET, "p-1", "$start", "a/b", {"data": {}}, alice.public, NOW)
     assert one.nonce != two.nonce
-    assert len(b64url_decode(one.nonce)) == 16
+    assert len(b64url_decode(one.nonce)) == NONCE_TIME_BYTES + NONCE_BYTES
     assert one.ts == "2026-11-30T02:21:09.123Z"
     assert one.identity() != two.identity()
 
@@ -200,10 +203,21 @@ def test_parse_ts_has_one_spelling_per_instant(text: object) -> None:
     assert refused.value.code == "INVALID_INPUT"
 
 
-def test_new_nonce_is_16_random_bytes() -> None:
-    nonces = {new_nonce() for _ in range(100)}
-    assert len(nonces) == 100
-    assert all(len(b64url_decode(n)) == 16 for n in nonces)
+def test_new_nonce_is_the_time_in_milliseconds_then_16_random_bytes(
+    envelope_json: dict[str, Any],
+) -> None:
+    """The time prefix keeps the (actor, nonce) index's inserts together; the random
+    bytes keep nonces unique within one millisecond; the server takes it as any nonce."""
+    before = int(time.time() * 1000)
+    raw = [b64url_decode(new_nonce()) for _ in range(100)]
+    after = int(time.time() * 1000)
+    assert all(len(r) == NONCE_TIME_BYTES + NONCE_BYTES == 22 for r in raw)
+    assert all(before <= int.from_bytes(r[:NONCE_TIME_BYTES], "big") <= after for r in raw)
+    assert len({r[NONCE_TIME_BYTES:] for r in raw}) == 100  # unique random parts
+    # nonces made in one millisecond share their first characters: neighbours in the index
+    assert len({b64url_encode(r)[:7] for r in raw}) <= 2
+    nonce = b64url_encode(raw[0])
+    assert Envelope.from_json({**envelope_json, "nonce": nonce}).nonce == nonce
 
 
 def test_signed_envelope_round_trips_and_checks_its_signer_and_signature(

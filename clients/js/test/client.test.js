@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 
-import { Key, StatewardClient, StatewardError, canonicalBytes } from "../src/index.js";
+import { Key, StatewardClient, StatewardError, canonicalBytes, envelope, nonce } from "../src/index.js";
 
 const URL = process.env.STATEWARD_URL;
 const KEY_FILE = process.env.STATEWARD_KEY_FILE;
@@ -38,6 +38,18 @@ async function deployed(sw) {
 test("canonical bytes follow RFC 8785", () => {
   const text = new TextDecoder().decode(canonicalBytes({ b: 1, a: [1.0, "é", null, 1e21] }));
   assert.equal(text, '{"a":[1,"é",null,1e+21],"b":1}');
+});
+
+test("nonces begin with the time in milliseconds and end with 16 random bytes", () => {
+  const bytes = (text) => Buffer.from(text, "base64url");
+  const at = 1796616069123;
+  const made = bytes(nonce(at));
+  assert.equal(made.length, 22);
+  assert.equal(made.readUIntBE(0, 6), at);
+  assert.notDeepEqual(bytes(nonce(at)).subarray(6), made.subarray(6));
+  const before = Date.now();
+  const fresh = bytes(envelope("net", "p", "tick", "a/b", {}, "actor").nonce);
+  assert.ok(fresh.readUIntBE(0, 6) >= before && fresh.readUIntBE(0, 6) <= Date.now());
 });
 
 test("signs envelopes locally with WebCrypto Ed25519 and submits them", { skip }, async () => {
