@@ -30,9 +30,9 @@ each timed after `WARM_PER_INSTANCE` untimed events per instance:
 The process runs the runtime as `stateward serve` does: its heap frozen once the modules
 are loaded and the server's collector thresholds (`commands.serve.freeze_heap`), so the
 collections measured are a server's. With CPython's defaults (`--default-gc`, how the
-bench ran before session 18) a young collection ran every 700 allocations and the
-walks of the instances' data cost the 64 KB rounds ≈ 5 % more CPU per event than the
-1 KB ones (docs/performance.md, "Session 18").
+bench ran before session 18) a young collection ran every 700 allocations, and with
+fixed batches the CPU ratio of 1 KB to 64 KB instances read 0.864 against 0.92 with the
+server's settings (docs/performance.md, "Session 18").
 Usage: `python bench/store.py [--quick] [--json] [--default-gc]`; `--json` prints one JSON
 object last (`gc`: "server" or "default").
 """

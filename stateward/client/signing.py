@@ -24,6 +24,8 @@ import rfc8785
 
 ENVELOPE_VERSION = 1
 NONCE_BYTES = 16
+#: Bytes of time before a nonce's random ones (`nonce`): milliseconds, big-endian.
+NONCE_TIME_BYTES = 6
 
 
 def b64url(data: bytes) -> str:
@@ -103,8 +105,9 @@ def nonce() -> str:
     """A fresh nonce: the time in milliseconds (6 bytes, big-endian) then 16 random
     bytes, unpadded base64url. The server needs only 16..64 bytes, unique per actor;
     the time keeps the log's (actor, nonce) index writing a few pages, not one random
-    page per event (the server's `new_nonce` does the same)."""
-    millis = int(time.time() * 1000).to_bytes(6, "big")
+    page per event (the server's `new_nonce` does the same; this package imports
+    nothing of the server's, by contract)."""
+    millis = int(time.time() * 1000).to_bytes(NONCE_TIME_BYTES, "big")
     return b64url(millis + secrets.token_bytes(NONCE_BYTES))
 
 

@@ -121,12 +121,8 @@ def new_nonce() -> str:
     with fully random nonces each new event went into a random leaf page of the index,
     a page more for every event's commit to write as the log grows (docs/decisions.md,
     "Nonces begin with the time")."""
-    return b64url_encode(nonce_time() + os.urandom(NONCE_BYTES))
-
-
-def nonce_time() -> bytes:
-    """The time prefix of a new nonce: milliseconds since the epoch, big-endian."""
-    return int(time.time() * 1000).to_bytes(NONCE_TIME_BYTES, "big")
+    millis = int(time.time() * 1000).to_bytes(NONCE_TIME_BYTES, "big")
+    return b64url_encode(millis + os.urandom(NONCE_BYTES))
 
 
 def is_valid_actor(actor: object) -> bool:
