@@ -158,6 +158,17 @@ def start_stateward(folder: str, name: str, env: dict[str, str] | None = None) -
     return Proc([sys.executable, "-m", "stateward.cli", "serve", "--port", "0"], base, folder)
 
 
+def env_pairs(items: list[str]) -> dict[str, str]:
+    """`NAME=VALUE` command-line items as an environment (ValueError naming a bad item)."""
+    env: dict[str, str] = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise ValueError(f"{item!r} is not NAME=VALUE")
+        env[name] = value
+    return env
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-quantile (0..1) of `values` (seconds) in milliseconds, 0 when empty."""
     if not values:

@@ -16,7 +16,9 @@ all its threads over the round ÷ actions, events or reads); the result is the r
 before of each pair of neighbouring rounds, whose median is steady where the medians of
 the two series are not.
 Usage: `python bench/ab.py --before REV [--op perform-action|submit-events|read-instances]
-[--rounds N] [--seconds S] [--quick] [--json]` (REV: any git revision of this checkout; `--json`
+[--rounds N] [--seconds S] [--after-env NAME=VALUE] [--quick] [--json]` (REV: any git
+revision of this checkout; `--after-env` sets an environment variable of the after server
+only, so `--before HEAD --after-env …` compares a setting on the same code; `--json`
 prints one JSON object last).
 """
 
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Proc, gql, load_average, login, start_stateward
+from _common import Proc, env_pairs, gql, load_average, login, start_stateward
 from api import ACT, COUNTER, Target, _signer, prepare, signed_batch, submit_many
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,10 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=12, help="rounds per server (12)")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per round (4)")
     parser.add_argument("--clients", type=int, default=16, help="connections (16)")
+    parser.add_argument(
+        "--after-env", action="append", default=[], metavar="NAME=VALUE",
+        help="an environment variable of the after server only (repeatable): with "
+        "`--before HEAD`, a setting compared with the same code",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="4 rounds of 2 s")
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     args = parser.parse_args(argv)
     rounds, seconds = (4, 2.0) if args.quick else (args.rounds, args.seconds)
+    try:
+        after_env = env_pairs(args.after_env)
+    except ValueError as error:
+        parser.error(f"--after-env: {error}")
     folder = tempfile.mkdtemp(prefix="stateward-ab-")
     servers: list[Proc] = []
     try:
@@ -175,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         load_before = load_average()
         servers = [
             start_stateward(folder, "before", {"PYTHONPATH": str(code)}),
-            start_stateward(folder, "after"),
+            start_stateward(folder, "after", after_env),
         ]
         before, after = asyncio.run(
             compare(servers, folder, rounds, seconds, args.clients, args.op)
@@ -186,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     result = {
         "before": commit,
+        "after_env": after_env,
         "op": args.op,
         "rounds": rounds,
         "seconds": seconds,

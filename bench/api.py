@@ -42,8 +42,11 @@ during the run, from /proc/stat: a slow run on a shared virtual machine shows th
    per action (plain ÷ observed), steadier on a shared box. A third server traces every
    request (`STATEWARD_TRACE_SAMPLE_RATIO=1`): `metrics_overhead_all`,
    `metrics_overhead_cpu_all` (for reading, not the goal).
-Usage: `python bench/api.py [--quick] [--json] [--only throughput|delivery|metrics_overhead]`;
-`--json` prints one JSON object last.
+Usage: `python bench/api.py [--quick] [--json] [--only throughput|delivery|metrics_overhead]
+[--server-env NAME=VALUE]`; `--json` prints one JSON object last (with `server_env`).
+`--server-env` sets an environment variable of the stateward server of 1.–5. (not of the
+baselines, nor of 6.'s servers): `--server-env STATEWARD_SERVER_CPUS=1` measures the
+one-box setup, the server kept on CPU 1 (`commands/affinity.py`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from _common import (
     Connection,
     Proc,
     cpu_counters,
+    env_pairs,
     gql,
     hammer,
     load_average,
@@ -785,6 +789,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offered", type=float, default=2000.0,
                         help="steady deliveries/s offered in the delivery test")  # fmt: skip
     parser.add_argument("--only", choices=["throughput", "delivery", "metrics_overhead"])
+    parser.add_argument(
+        "--server-env", action="append", default=[], metavar="NAME=VALUE",
+        help="an environment variable of the stateward server (repeatable), e.g. "
+        "STATEWARD_SERVER_CPUS=1 for the one-box setup; the baselines keep theirs",
+    )  # fmt: skip
     parser.add_argument("--bare-server", metavar="DB_URL", help=argparse.SUPPRESS)
     parser.add_argument("--raw-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--otlp-sink", action="store_true", help=argparse.SUPPRESS)
@@ -802,11 +811,15 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 1 if args.quick else args.rounds
     sizes = [args.subscribers // 5, args.subscribers * 2 // 5] if args.quick else [
         args.subscribers, args.subscribers * 2]  # fmt: skip
-    result: dict[str, Any] = {"load_average_before": load_average()}
+    try:
+        server_env = env_pairs(args.server_env)
+    except ValueError as error:
+        parser.error(f"--server-env: {error}")
+    result: dict[str, Any] = {"load_average_before": load_average(), "server_env": server_env}
     counters = cpu_counters()
     with tempfile.TemporaryDirectory(prefix="stateward-bench-") as tmp:
         if args.only in (None, "throughput", "delivery"):
-            server = start_stateward(tmp, "api")
+            server = start_stateward(tmp, "api", server_env)
             procs = [server]
             try:
                 token = asyncio.run(login(server.url, Path(tmp) / "api-operator.json"))

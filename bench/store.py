@@ -33,8 +33,11 @@ collections measured are a server's. With CPython's defaults (`--default-gc`, ho
 bench ran before session 18) a young collection ran every 700 allocations, and with
 fixed batches the CPU ratio of 1 KB to 64 KB instances read 0.864 against 0.92 with the
 server's settings (docs/performance.md, "Session 18").
-Usage: `python bench/store.py [--quick] [--json] [--default-gc]`; `--json` prints one JSON
-object last (`gc`: "server" or "default").
+With `--server-cpus LIST` the process also keeps its threads on those CPUs as
+`STATEWARD_SERVER_CPUS=LIST` makes `stateward serve` do (`commands.affinity.pin_server`):
+the one-box setup, where the event loop and SQLite's driver thread share a CPU.
+Usage: `python bench/store.py [--quick] [--json] [--default-gc] [--server-cpus LIST]`;
+`--json` prints one JSON object last (`gc`: "server" or "default"; `server_cpus`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from stateward.commands.affinity import pin_server
 from stateward.commands.serve import freeze_heap
 from stateward.governance.keys import generate_keypair
 from stateward.runtime.access import registry
@@ -62,7 +66,7 @@ from stateward.runtime.access.genesis import init
 from stateward.runtime.core.act import act
 from stateward.runtime.core.commands import sign_as, start_instance
 from stateward.runtime.core.services import Runtime
-from stateward.settings import Settings
+from stateward.settings import Settings, cpu_list
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CLOCK_TICKS, process_stat
@@ -362,7 +366,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="CPython's default collector settings, not the server's (`freeze_heap`)",
     )
+    parser.add_argument(
+        "--server-cpus", metavar="LIST", default="",
+        help="keep this process on these CPUs as STATEWARD_SERVER_CPUS keeps a server",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    cpus = cpu_list("--server-cpus", args.server_cpus)
+    if cpus:
+        pin_server(cpus)
     if not args.default_gc:
         freeze_heap()
     try:
@@ -395,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(
                 {
                     "gc": "default" if args.default_gc else "server",
+                    "server_cpus": list(cpus),
                     "sqlite_events_per_s": round(sq["events_per_s"], 1),
                     "sqlite_ratio_vs_bare_insert": round(sq["ratio_vs_bare_insert"], 3),
                     "sqlite_single_events_per_s": round(sq["single_events_per_s"], 1),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +60,10 @@ class Settings:
     #: Worker processes of `stateward serve` sharing one listening socket (STATEWARD_WORKERS);
     #: more than one needs PostgreSQL (each worker is a node on the same database).
     workers: int = 1
+    #: CPUs the server's event loop and its database threads run on
+    #: (STATEWARD_SERVER_CPUS, a Linux CPU list such as `1` or `2-3`; empty: wherever the
+    #: OS puts them). The signature worker runs on the others (`commands/affinity.py`).
+    server_cpus: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -105,6 +110,7 @@ class Settings:
             ws_deflate=_flag(e.get("STATEWARD_WS_DEFLATE", "")),
             trace_sql=_flag(e.get("STATEWARD_TRACE_SQL", "")),
             workers=int(e.get("STATEWARD_WORKERS") or 1),
+            server_cpus=cpu_list("STATEWARD_SERVER_CPUS", e.get("STATEWARD_SERVER_CPUS", "")),
         )
         return s.with_overrides(**overrides)
 
@@ -123,6 +129,30 @@ def sqlite_synchronous(value: str) -> str:
     if mode not in SQLITE_SYNCHRONOUS:
         raise ValueError(f"STATEWARD_SQLITE_SYNCHRONOUS: {value!r} is not one of normal, full")
     return mode
+
+
+_CPU_ITEM = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5}))?")
+#: The highest CPU number a CPU list may name (a bound on what `2-99999999` would build).
+MAX_CPU = 4095
+
+
+def cpu_list(name: str, value: str) -> tuple[int, ...]:
+    """A Linux CPU list (`0`, `1,3`, `2-5`, `0,2-3`; spaces ignored) from variable `name`
+    as sorted CPU numbers, () when empty; ValueError naming the variable otherwise."""
+    text = value.replace(" ", "")
+    if not text:
+        return ()
+    cpus: set[int] = set()
+    for item in text.split(","):
+        found = _CPU_ITEM.fullmatch(item)
+        if found is None:
+            raise ValueError(f"{name}: {value!r} is not a CPU list such as 1 or 0,2-3")
+        first = int(found[1])
+        last = int(found[2]) if found[2] is not None else first
+        if first > last or last > MAX_CPU:
+            raise ValueError(f"{name}: {item!r} is not a range of CPUs 0..{MAX_CPU}")
+        cpus.update(range(first, last + 1))
+    return tuple(sorted(cpus))
 
 
 def _flag(value: str) -> bool:

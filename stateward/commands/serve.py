@@ -34,6 +34,7 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from stateward.app import create_app
+from stateward.commands.affinity import AffinityError, format_cpus, pin_server
 from stateward.http.http_protocol import CoalescingHttpToolsProtocol
 from stateward.http.ws_protocol import FrameWriterProtocol
 from stateward.observe import metrics, tracing
@@ -117,6 +118,18 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; 0 on a clean stop, 1 when startup fails."""
     configure_logging(batched=True)
     settings = settings_from_args(args)
+    if settings.server_cpus:  # first: the threads and processes started later inherit it
+        if settings.workers != 1:
+            print("serve: STATEWARD_SERVER_CPUS keeps one server process on its CPUs; it "
+                  "cannot be combined with --workers", file=sys.stderr)  # fmt: skip
+            return 1
+        try:
+            mine, rest = pin_server(settings.server_cpus)
+        except AffinityError as error:
+            print(f"serve: {error}", file=sys.stderr)
+            return 1
+        log.info("event loop and database threads on CPU %s; signature checks on %s",
+                 format_cpus(mine), format_cpus(rest) or "the same")  # fmt: skip
     if settings.workers != 1:
         from stateward.commands.workers import supervise
 

@@ -43,6 +43,10 @@ MIN_BATCH = 16
 _HEAD = struct.Struct(">I")
 #: Environment variable: `0` keeps every check on the event loop's thread.
 ENV = "STATEWARD_SIGNATURE_WORKER"
+#: Environment variable set by `stateward serve` when STATEWARD_SERVER_CPUS keeps the
+#: server on some CPUs (`commands/affinity.py`): the others, as `0,2,3`; the helper
+#: process moves itself there, so the checks run beside the event loop, not on its CPU.
+WORKER_CPUS_ENV = "STATEWARD_SIGNATURE_WORKER_CPUS"
 
 
 def worker_enabled() -> bool:
@@ -50,6 +54,8 @@ def worker_enabled() -> bool:
     off with `STATEWARD_SIGNATURE_WORKER=0`)."""
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return False
+    if worker_cpus():  # the server keeps to its CPUs and set these apart for the helper
+        return True
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
@@ -191,10 +197,24 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
         flush()
 
 
+def worker_cpus() -> set[int]:
+    """The CPUs `stateward serve` set apart for the helper (`WORKER_CPUS_ENV`), or none."""
+    text = os.environ.get(WORKER_CPUS_ENV, "")
+    try:
+        return {int(cpu) for cpu in text.split(",")} if text.strip() else set()
+    except ValueError:
+        return set()
+
+
 def main() -> None:
-    """The helper process's entry: Ctrl-C in a terminal reaches the whole process group;
+    """The helper process's entry: on the CPUs set apart for it, if any (inherited, it
+    would run on the server's own); Ctrl-C in a terminal reaches the whole process group;
     the server shuts down and closes our stdin, so the interrupt is left to it (no
     traceback here), and a parent gone mid-answer ends the loop quietly."""
+    cpus = worker_cpus()
+    if cpus:
+        with contextlib.suppress(AttributeError, OSError):  # gone since: stay where we are
+            os.sched_setaffinity(0, cpus)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(BrokenPipeError):
         serve()

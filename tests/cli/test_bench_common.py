@@ -9,7 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from _common import Connection, cpu_seconds, hammer, median_range
+import pytest
+from _common import Connection, cpu_seconds, env_pairs, hammer, median_range
 
 
 def test_cpu_seconds_reads_this_process() -> None:
@@ -20,6 +21,17 @@ def test_cpu_seconds_reads_this_process() -> None:
 
 def test_median_range() -> None:
     assert median_range([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+
+
+def test_env_pairs_are_name_equals_value_and_nothing_else() -> None:
+    assert env_pairs(["STATEWARD_SERVER_CPUS=1", "A=b=c", "EMPTY="]) == {
+        "STATEWARD_SERVER_CPUS": "1",
+        "A": "b=c",
+        "EMPTY": "",
+    }
+    for bad in ("NOEQUALS", "=value"):
+        with pytest.raises(ValueError, match="not NAME=VALUE"):
+            env_pairs([bad])
 
 
 async def _server(chunked: bool) -> tuple[asyncio.Server, int]:
