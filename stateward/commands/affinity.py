@@ -5,9 +5,10 @@ A request's path crosses threads: the event loop hands each SQLite call to aiosq
 driver thread and is woken when it is done. When the two threads run on different CPUs,
 each wake-up is an interrupt from one CPU to the other, which a virtual machine pays for
 dearly: on the 2-core VM of session 19 one such round trip cost 85–110 µs of CPU across
-CPUs and 34 µs with both threads on one CPU (an empty call through aiosqlite), and a
-`performAction` cost 15 % less server CPU with the server kept on one CPU
-(docs/performance.md, "Session 19"). The OS, left alone, spreads the threads.
+CPUs and 34 µs with both threads on one CPU (an empty call through aiosqlite); with the
+server kept on one CPU a `performAction` cost 8–17 % less server CPU and a page of
+`instances` 36 % less (docs/performance.md, "Session 19"). The OS, left alone, spreads
+the threads.
 
 `pin_server` runs first in `stateward serve`, on the main thread, before any other
 thread or process starts: Linux gives a new thread its creator's CPUs, so the event

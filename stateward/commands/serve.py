@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"serve: {error}", file=sys.stderr)
             return 1
         log.info("event loop and database threads on CPU %s; signature checks on %s",
-                 format_cpus(mine), format_cpus(rest) or "the same")  # fmt: skip
+                 format_cpus(mine), format_cpus(rest) or "the same CPUs")  # fmt: skip
     if settings.workers != 1:
         from stateward.commands.workers import supervise
 

@@ -50,8 +50,9 @@ WORKER_CPUS_ENV = "STATEWARD_SIGNATURE_WORKER_CPUS"
 
 
 def worker_enabled() -> bool:
-    """A helper process pays only where a second core can run it (and not when turned
-    off with `STATEWARD_SIGNATURE_WORKER=0`)."""
+    """A helper process pays only where a second core can run it: CPUs `stateward serve`
+    set apart for it (`WORKER_CPUS_ENV`), or two or more this process may use; never when
+    turned off with `STATEWARD_SIGNATURE_WORKER=0`."""
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return False
     if worker_cpus():  # the server keeps to its CPUs and set these apart for the helper
