@@ -371,7 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         help="keep this process on these CPUs as STATEWARD_SERVER_CPUS keeps a server",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    cpus = cpu_list("--server-cpus", args.server_cpus)
+    try:
+        cpus = cpu_list("--server-cpus", args.server_cpus)
+    except ValueError as error:
+        parser.error(str(error))
     if cpus:
         pin_server(cpus)
     if not args.default_gc:

@@ -48,11 +48,13 @@ def pin_server(cpus: Iterable[int]) -> tuple[set[int], set[int]]:
     wanted = set(cpus)
     if not hasattr(os, "sched_setaffinity"):
         raise AffinityError("STATEWARD_SERVER_CPUS: this platform cannot keep threads on CPUs")
+    if not wanted:
+        raise AffinityError("STATEWARD_SERVER_CPUS names no CPU")
     allowed = os.sched_getaffinity(0)
     outside = wanted - allowed
-    if not wanted or outside:
+    if outside:
         raise AffinityError(
-            f"STATEWARD_SERVER_CPUS: CPU {format_cpus(outside or wanted)} is not among the "
+            f"STATEWARD_SERVER_CPUS: CPU {format_cpus(outside)} is not among the "
             f"CPUs this process may run on ({format_cpus(allowed)})"
         )
     rest = allowed - wanted

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import BinaryIO, cast
 
 from stateward.governance.keys import signature_parts, verify_detached
+from stateward.settings import cpu_list
 
 log = logging.getLogger(__name__)
 #: Fewer envelopes than this are checked inline (the pipe costs more than it saves).
@@ -199,10 +200,10 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
 
 
 def worker_cpus() -> set[int]:
-    """The CPUs `stateward serve` set apart for the helper (`WORKER_CPUS_ENV`), or none."""
-    text = os.environ.get(WORKER_CPUS_ENV, "")
+    """The CPUs `stateward serve` set apart for the helper (`WORKER_CPUS_ENV`), or none
+    (also when the variable holds no CPU list)."""
     try:
-        return {int(cpu) for cpu in text.split(",")} if text.strip() else set()
+        return set(cpu_list(WORKER_CPUS_ENV, os.environ.get(WORKER_CPUS_ENV, "")))
     except ValueError:
         return set()
 
